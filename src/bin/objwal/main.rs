@@ -1,0 +1,2 @@
+//! The `objwal` command line tool.
+fn main() {}

@@ -1,0 +1,190 @@
+//! The one error type of the public interface.
+//!
+//! Variants are coarse: each is a different thing for a caller to do (retry,
+//! give up, fix the argument, restart the process). Messages carry the detail
+//! and the `source` chain is kept. Errors are `Clone` because one failure is
+//! often the answer to many waiting callers, and a poisoned store returns the
+//! same error to every later call.
+
+use std::sync::Arc;
+
+use crate::format::FormatError;
+use crate::storage::StorageError;
+use crate::RegionId;
+
+/// Every error objwal returns.
+#[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The store was stopped (by `stop`, or because every handle was
+    /// dropped); the request was not carried out.
+    #[error("the WAL is stopped{}", detail(.detail))]
+    Stopped {
+        /// What was not done, when there is something to say.
+        detail: Option<Arc<str>>,
+    },
+
+    /// The store hit a terminal condition and refuses every further request
+    /// but `stop`. A new process must open the prefix again.
+    #[error("the WAL is poisoned: {reason}")]
+    Poisoned {
+        /// Why, including the error that caused it.
+        reason: Arc<str>,
+    },
+
+    /// The store is failing to create objects (enqueued mode). The backlog is
+    /// kept and retried; this request was refused and may be repeated.
+    #[error("the WAL is failing to persist its backlog, retry later: {reason}")]
+    Failing {
+        /// The last create failure.
+        reason: Arc<str>,
+    },
+
+    /// The region was released with `release_region`.
+    #[error("region {region} is released")]
+    RegionReleased {
+        /// The released region.
+        region: RegionId,
+    },
+
+    /// An argument was refused (reserved region, empty batch, too many
+    /// entries, a payload that is too large, a bad prefix).
+    #[error("invalid argument: {message}")]
+    InvalidArgument {
+        /// What is wrong.
+        message: String,
+    },
+
+    /// A configuration field was refused.
+    #[error("invalid configuration: {field}: {message}")]
+    InvalidConfig {
+        /// The field, as named in `Config`.
+        field: &'static str,
+        /// What is wrong with its value.
+        message: String,
+    },
+
+    /// Stored bytes are damaged or are not an objwal object.
+    #[error("corrupted object {key}: {source}")]
+    Corrupted {
+        /// The object's key.
+        key: String,
+        /// What the decoder found.
+        #[source]
+        source: FormatError,
+    },
+
+    /// The store's history cannot be recovered (no complete chain, an
+    /// implausible epoch, a missing object that must exist).
+    #[error("cannot recover the WAL: {message}")]
+    Recovery {
+        /// What is wrong.
+        message: String,
+    },
+
+    /// A storage request failed.
+    #[error("storage request failed: {source}")]
+    Storage {
+        /// The backend's error.
+        #[from]
+        source: StorageError,
+    },
+
+    /// A batch was not made durable for a reason that may pass (a failed
+    /// create in durable mode, an earlier-epoch object at its sequence).
+    #[error("the batch was not made durable, retry: {reason}")]
+    NotDurable {
+        /// Why.
+        reason: Arc<str>,
+    },
+}
+
+fn detail(detail: &Option<Arc<str>>) -> String {
+    match detail {
+        Some(d) => format!(": {d}"),
+        None => String::new(),
+    }
+}
+
+impl Error {
+    /// Whether the same request may succeed if repeated later.
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            Error::Failing { .. } | Error::NotDurable { .. } => true,
+            Error::Storage { source } => source.is_transient(),
+            Error::Stopped { .. }
+            | Error::Poisoned { .. }
+            | Error::RegionReleased { .. }
+            | Error::InvalidArgument { .. }
+            | Error::InvalidConfig { .. }
+            | Error::Corrupted { .. }
+            | Error::Recovery { .. } => false,
+        }
+    }
+
+    /// Whether this is the terminal error of a poisoned store.
+    pub fn is_poisoned(&self) -> bool {
+        matches!(self, Error::Poisoned { .. })
+    }
+
+    /// Whether the store was stopped.
+    pub fn is_stopped(&self) -> bool {
+        matches!(self, Error::Stopped { .. })
+    }
+
+    pub(crate) fn stopped() -> Self {
+        Error::Stopped { detail: None }
+    }
+
+    pub(crate) fn invalid(message: impl Into<String>) -> Self {
+        Error::InvalidArgument {
+            message: message.into(),
+        }
+    }
+
+    pub(crate) fn recovery(message: impl Into<String>) -> Self {
+        Error::Recovery {
+            message: message.into(),
+        }
+    }
+
+    pub(crate) fn corrupted(key: impl Into<String>, source: FormatError) -> Self {
+        Error::Corrupted {
+            key: key.into(),
+            source,
+        }
+    }
+}
+
+impl From<crate::storage::keys::PrefixError> for Error {
+    fn from(e: crate::storage::keys::PrefixError) -> Self {
+        Error::invalid(e.to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retryable_kinds() {
+        assert!(Error::Failing { reason: "x".into() }.is_retryable());
+        assert!(Error::from(StorageError::transient("timeout")).is_retryable());
+        assert!(!Error::from(StorageError::permanent("denied")).is_retryable());
+        assert!(!Error::Poisoned { reason: "x".into() }.is_retryable());
+        assert!(!Error::stopped().is_retryable());
+        assert!(!Error::RegionReleased { region: 3 }.is_retryable());
+    }
+
+    #[test]
+    fn messages_carry_context() {
+        let e = Error::from(StorageError::transient("503 slow down").with_key("p/objects/1.wal"));
+        let s = e.to_string();
+        assert!(s.contains("503 slow down") && s.contains("p/objects/1.wal"), "{s}");
+        let e = Error::InvalidConfig {
+            field: "max_batch_bytes",
+            message: "must be at least 1 KiB".into(),
+        };
+        assert!(e.to_string().contains("max_batch_bytes"));
+    }
+}

@@ -1,0 +1,143 @@
+//! Key naming, in exactly one place.
+//!
+//! An object of sequence `s` under prefix `p` is stored at
+//! `p/objects/<s as 20 decimal digits>.wal`. Twenty digits hold every `u64`,
+//! so the byte order of keys is the order of sequences and a listing needs no
+//! sort by number. Parsing accepts only keys this module could have made.
+
+use std::fmt;
+
+/// The folder under the prefix that holds the objects.
+const OBJECTS_DIR: &str = "objects";
+/// The suffix of every object key.
+const SUFFIX: &str = ".wal";
+/// Digits of a sequence in a key.
+const DIGITS: usize = 20;
+
+/// A validated key prefix: non-empty, relative, with no empty, `.` or `..`
+/// parts, and no trailing slash.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Prefix(String);
+
+/// Why a prefix was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid prefix {prefix:?}: {reason}")]
+pub struct PrefixError {
+    /// The prefix as given.
+    pub prefix: String,
+    /// What is wrong with it.
+    pub reason: &'static str,
+}
+
+impl Prefix {
+    /// Validates `prefix`.
+    pub fn new(prefix: &str) -> Result<Prefix, PrefixError> {
+        let refuse = |reason| {
+            Err(PrefixError {
+                prefix: prefix.to_owned(),
+                reason,
+            })
+        };
+        if prefix.is_empty() {
+            return refuse("it is empty");
+        }
+        if prefix.starts_with('/') {
+            return refuse("it must be relative (no leading '/')");
+        }
+        if prefix.contains('\\') {
+            return refuse("it must not contain '\\'");
+        }
+        if prefix.chars().any(char::is_control) {
+            return refuse("it must not contain control characters");
+        }
+        for part in prefix.split('/') {
+            match part {
+                "" => return refuse("it has an empty part ('//' or a trailing '/')"),
+                "." | ".." => return refuse("it has a '.' or '..' part"),
+                _ => {}
+            }
+        }
+        Ok(Prefix(prefix.to_owned()))
+    }
+
+    /// The prefix as a string.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// The listing prefix of this prefix's objects (ends with `/`).
+    pub fn objects_prefix(&self) -> String {
+        format!("{}/{OBJECTS_DIR}/", self.0)
+    }
+
+    /// The key of the object with `sequence`.
+    pub fn object_key(&self, sequence: u64) -> String {
+        format!("{}/{OBJECTS_DIR}/{sequence:0DIGITS$}{SUFFIX}", self.0)
+    }
+
+    /// The sequence named by `key`, if `key` is a well-formed object key of
+    /// this prefix.
+    pub fn parse_object_key(&self, key: &str) -> Option<u64> {
+        let rest = key.strip_prefix(self.0.as_str())?;
+        let rest = rest.strip_prefix('/')?;
+        let rest = rest.strip_prefix(OBJECTS_DIR)?;
+        let rest = rest.strip_prefix('/')?;
+        let digits = rest.strip_suffix(SUFFIX)?;
+        if digits.len() != DIGITS || !digits.bytes().all(|b| b.is_ascii_digit()) {
+            return None;
+        }
+        digits.parse().ok()
+    }
+}
+
+impl fmt::Display for Prefix {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_round_trip_and_sort_by_sequence() {
+        let p = Prefix::new("node-7/wal").unwrap();
+        let k = p.object_key(42);
+        assert_eq!(k, "node-7/wal/objects/00000000000000000042.wal");
+        assert_eq!(p.parse_object_key(&k), Some(42));
+        assert_eq!(p.parse_object_key(&p.object_key(u64::MAX)), Some(u64::MAX));
+        let mut keys: Vec<_> = [10u64, 9, 100, 1].iter().map(|s| p.object_key(*s)).collect();
+        keys.sort();
+        let seqs: Vec<_> = keys.iter().filter_map(|k| p.parse_object_key(k)).collect();
+        assert_eq!(seqs, vec![1, 9, 10, 100]);
+    }
+
+    #[test]
+    fn malformed_keys_are_not_parsed() {
+        let p = Prefix::new("a").unwrap();
+        for k in [
+            "a/objects/42.wal",
+            "a/objects/0000000000000000004x.wal",
+            "a/objects/00000000000000000042.tmp",
+            "b/objects/00000000000000000042.wal",
+            "a/objects/00000000000000000042.wal.tmp",
+            "ab/objects/00000000000000000042.wal",
+            "a/objects/99999999999999999999.wal",
+            "a/objects/x/00000000000000000042.wal",
+        ] {
+            assert_eq!(p.parse_object_key(k), None, "{k}");
+        }
+    }
+
+    #[test]
+    fn bad_prefixes_are_refused_with_a_reason() {
+        for bad in ["", "/abs", "a//b", "a/", "./a", "a/../b", "a/.", "a\\b", "a\nb"] {
+            let err = Prefix::new(bad).unwrap_err();
+            assert!(!err.reason.is_empty(), "{bad}");
+        }
+        for good in ["a", "node-7", "a/b/c", "weird name/é/x.y"] {
+            assert!(Prefix::new(good).is_ok(), "{good}");
+        }
+    }
+}

@@ -1,0 +1,215 @@
+//! Object storage: one narrow trait, the handle every part of objwal uses, and
+//! the backends.
+//!
+//! The trait is the contract an outside backend implements: a conditional
+//! create (if-not-exists), a ranged read, a listing and a delete. Nothing else
+//! is asked of a backend; retries, read-backs and every decision about what a
+//! failure means live above it, in the log store.
+//!
+//! Invariants every backend keeps (checked by the conformance suite):
+//! - `create` never replaces an existing key: of racing creates of one key at
+//!   most one returns [`Created::New`] and the first bytes stay.
+//! - `list` returns keys in ascending byte order, with their sizes.
+//! - `delete` of a missing key is `Ok`.
+
+use std::fmt;
+use std::ops::Range;
+use std::sync::Arc;
+
+use bytes::Bytes;
+
+pub mod keys;
+
+/// What a conditional create did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Created {
+    /// The key did not exist; the object now holds the given bytes durably.
+    New,
+    /// The key already existed; its bytes were left untouched. The caller must
+    /// read them back to learn whether they are its own (a retried create
+    /// whose first response was lost) or another writer's.
+    AlreadyExists,
+}
+
+/// One listed object.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ObjectMeta {
+    /// The full key, including the prefix it was listed under.
+    pub key: String,
+    /// The object's size in bytes.
+    pub size: u64,
+}
+
+/// How a storage request failed, as far as a caller acts on it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum StorageErrorKind {
+    /// The key does not exist.
+    NotFound,
+    /// The request may succeed if repeated (timeouts, 5xx, throttling,
+    /// connection errors, 409 conflicts).
+    Transient,
+    /// Repeating the request will not help (bad credentials, bad request,
+    /// a missing bucket).
+    Permanent,
+}
+
+impl fmt::Display for StorageErrorKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            StorageErrorKind::NotFound => "not found",
+            StorageErrorKind::Transient => "transient failure",
+            StorageErrorKind::Permanent => "permanent failure",
+        })
+    }
+}
+
+/// A failed storage request: its kind, the key it was about (when known),
+/// the backend's message and, when there is one, the backend's error.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{kind}{}: {message}", .key.as_ref().map(|k| format!(" of {k:?}")).unwrap_or_default())]
+pub struct StorageError {
+    kind: StorageErrorKind,
+    key: Option<String>,
+    message: String,
+    #[source]
+    source: Option<Arc<dyn std::error::Error + Send + Sync + 'static>>,
+}
+
+impl StorageError {
+    /// The key does not exist.
+    pub fn not_found(key: impl Into<String>) -> Self {
+        let key = key.into();
+        StorageError {
+            kind: StorageErrorKind::NotFound,
+            message: "no such object".to_owned(),
+            key: Some(key),
+            source: None,
+        }
+    }
+
+    /// A failure that may pass if the request is repeated.
+    pub fn transient(message: impl Into<String>) -> Self {
+        Self::new(StorageErrorKind::Transient, message)
+    }
+
+    /// A failure that repeating the request will not fix.
+    pub fn permanent(message: impl Into<String>) -> Self {
+        Self::new(StorageErrorKind::Permanent, message)
+    }
+
+    /// An error of the given kind.
+    pub fn new(kind: StorageErrorKind, message: impl Into<String>) -> Self {
+        StorageError {
+            kind,
+            key: None,
+            message: message.into(),
+            source: None,
+        }
+    }
+
+    /// Names the key the failed request was about.
+    #[must_use]
+    pub fn with_key(mut self, key: impl Into<String>) -> Self {
+        self.key = Some(key.into());
+        self
+    }
+
+    /// Keeps the backend's own error as the source.
+    #[must_use]
+    pub fn with_source(mut self, source: impl std::error::Error + Send + Sync + 'static) -> Self {
+        self.source = Some(Arc::new(source));
+        self
+    }
+
+    /// The kind of failure.
+    pub fn kind(&self) -> StorageErrorKind {
+        self.kind
+    }
+
+    /// Whether the key did not exist.
+    pub fn is_not_found(&self) -> bool {
+        self.kind == StorageErrorKind::NotFound
+    }
+
+    /// Whether repeating the request may help.
+    pub fn is_transient(&self) -> bool {
+        self.kind == StorageErrorKind::Transient
+    }
+
+    /// The key the request was about, when known.
+    pub fn key(&self) -> Option<&str> {
+        self.key.as_deref()
+    }
+
+    /// The backend's message.
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+}
+
+/// The narrow interface objwal needs from an object store.
+///
+/// Implement it to plug in any backend; wrap the implementation with
+/// [`Storage::new`]. Every method may be called concurrently.
+#[async_trait::async_trait]
+pub trait ObjectStorage: Send + Sync + fmt::Debug + 'static {
+    /// Creates `key` with `data` only if it does not exist. `Created::New`
+    /// promises the bytes are durable.
+    async fn create(&self, key: &str, data: Bytes) -> Result<Created, StorageError>;
+
+    /// Reads the bytes of `key` in `range`. A range that ends past the object's
+    /// end is an error (objwal always knows object sizes from listings).
+    async fn read(&self, key: &str, range: Range<u64>) -> Result<Bytes, StorageError>;
+
+    /// Lists every object whose key starts with `prefix`, in ascending key order.
+    async fn list(&self, prefix: &str) -> Result<Vec<ObjectMeta>, StorageError>;
+
+    /// Deletes `key`; deleting a missing key is `Ok`.
+    async fn delete(&self, key: &str) -> Result<(), StorageError>;
+}
+
+/// A cheap-to-clone handle to any [`ObjectStorage`] backend.
+#[derive(Clone)]
+pub struct Storage {
+    inner: Arc<dyn ObjectStorage>,
+}
+
+impl fmt::Debug for Storage {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&self.inner, f)
+    }
+}
+
+impl Storage {
+    /// Wraps a backend.
+    pub fn new(backend: impl ObjectStorage) -> Self {
+        Storage {
+            inner: Arc::new(backend),
+        }
+    }
+
+    /// Wraps a shared backend.
+    pub fn from_arc(backend: Arc<dyn ObjectStorage>) -> Self {
+        Storage { inner: backend }
+    }
+}
+
+#[async_trait::async_trait]
+impl ObjectStorage for Storage {
+    async fn create(&self, key: &str, data: Bytes) -> Result<Created, StorageError> {
+        self.inner.create(key, data).await
+    }
+
+    async fn read(&self, key: &str, range: Range<u64>) -> Result<Bytes, StorageError> {
+        self.inner.read(key, range).await
+    }
+
+    async fn list(&self, prefix: &str) -> Result<Vec<ObjectMeta>, StorageError> {
+        self.inner.list(prefix).await
+    }
+
+    async fn delete(&self, key: &str) -> Result<(), StorageError> {
+        self.inner.delete(key).await
+    }
+}
