@@ -18,7 +18,7 @@ use crate::RegionId;
 pub enum Error {
     /// The store was stopped (by `stop`, or because every handle was
     /// dropped); the request was not carried out.
-    #[error("the WAL is stopped{}", detail(.detail))]
+    #[error("the WAL is stopped{}", suffix(.detail))]
     Stopped {
         /// What was not done, when there is something to say.
         detail: Option<Arc<str>>,
@@ -99,7 +99,7 @@ pub enum Error {
     },
 }
 
-fn detail(detail: &Option<Arc<str>>) -> String {
+fn suffix(detail: &Option<Arc<str>>) -> String {
     match detail {
         Some(d) => format!(": {d}"),
         None => String::new(),
