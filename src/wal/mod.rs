@@ -1,0 +1,386 @@
+//! The log store: the public handle, its actor, the batch, the upload
+//! pipeline, recovery and the read path.
+//!
+//! A [`Wal`] is a cheap handle to one actor task ([`actor`]) that owns all
+//! mutable state. [`WalReader`] recovers the same catalog without writing,
+//! for tools and for replaying another node's log.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
+
+use bytes::Bytes;
+use futures::future::BoxFuture;
+use futures::Stream;
+use tokio::sync::oneshot;
+use tokio::time::Instant;
+
+use crate::catalog::{Catalog, IndexedObject};
+use crate::config::Config;
+use crate::error::Error;
+use crate::format::{self, Link};
+use crate::metrics as m;
+use crate::storage::keys::Prefix;
+use crate::storage::Storage;
+use crate::{EntryId, RegionId};
+
+mod actor;
+mod batch;
+mod create;
+mod policy;
+mod reader;
+mod recovery;
+
+use actor::{Actor, Command, Start};
+use reader::{Holes, ReadContext, SegmentPage, SegmentSource};
+
+/// One entry of a region.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Entry {
+    /// The region it belongs to.
+    pub region: RegionId,
+    /// Its id.
+    pub id: EntryId,
+    /// Its payload.
+    pub data: Bytes,
+}
+
+/// A corrupted segment a read skipped under `CorruptionPolicy::Skip`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Hole {
+    /// The region whose entries are missing.
+    pub region: RegionId,
+    /// The key of the object holding the segment.
+    pub key: String,
+    /// That object's sequence.
+    pub sequence: u64,
+    /// The first id of the skipped range.
+    pub first_id: EntryId,
+    /// The last id of the skipped range.
+    pub last_id: EntryId,
+}
+
+/// State the actor publishes for the synchronous calls of the handle.
+#[derive(Debug, Default)]
+pub(crate) struct Shared {
+    /// Per region, the largest acknowledged id.
+    latest: Mutex<HashMap<RegionId, EntryId>>,
+    holes: Arc<Holes>,
+    stop_result: OnceLock<Result<(), Error>>,
+}
+
+impl Shared {
+    pub(crate) fn acknowledge(&self, ids: &[(RegionId, EntryId)]) {
+        let mut latest = self.latest.lock().unwrap_or_else(|e| e.into_inner());
+        for (region, id) in ids {
+            let slot = latest.entry(*region).or_insert(0);
+            *slot = (*slot).max(*id);
+        }
+    }
+
+    fn latest(&self, region: RegionId) -> EntryId {
+        let latest = self.latest.lock().unwrap_or_else(|e| e.into_inner());
+        latest.get(&region).copied().unwrap_or(0)
+    }
+
+    pub(crate) fn set_stop_result(&self, result: Result<(), Error>) {
+        let _ = self.stop_result.set(result);
+    }
+}
+
+struct Handle {
+    tx: flume::Sender<Command>,
+    shared: Arc<Shared>,
+    read: ReadContext,
+}
+
+/// A write-ahead log on object storage. Cheap to clone; every clone talks
+/// to the same background actor. Dropping the last clone ends the actor
+/// without creating anything more (a crash, as far as the log is concerned);
+/// call [`Wal::stop`] for an orderly stop.
+#[derive(Clone)]
+pub struct Wal {
+    handle: Arc<Handle>,
+}
+
+impl std::fmt::Debug for Wal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Wal")
+            .field("prefix", &self.handle.read.prefix.as_str())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Wal {
+    /// Opens the log under `prefix`: recovers its history from the objects'
+    /// tails, claims the prefix with a start object of a new epoch, and
+    /// starts the actor. Must be called inside a tokio runtime.
+    pub async fn open(storage: Storage, prefix: &str, config: Config) -> Result<Wal, Error> {
+        config.validate()?;
+        let prefix = Prefix::new(prefix)?;
+        let span = tracing::info_span!("open", prefix = %prefix);
+        let _entered = span.enter();
+        let started = Instant::now();
+        let recovered = recovery::recover(&storage, &prefix, config.recovery_concurrency).await?;
+        let mut catalog = recovered.catalog;
+        let watermarks = release_watermarks(&catalog);
+        let epoch = recovered.selection.max_epoch + 1;
+        let link = recovered.selection.tip.map(|t| Link {
+            sequence: t.sequence,
+            epoch: t.epoch,
+        });
+        let floor = recovered.selection.tip.map_or(0, |t| t.reclaim_boundary);
+        let live = catalog.first_live_sequence(|r| watermarks.get(&r).copied().unwrap_or(0));
+        let start = recovery::write_start_object(
+            &storage,
+            &prefix,
+            epoch,
+            recovered.selection.max_sequence + 1,
+            link,
+            |sequence| live.unwrap_or(sequence).max(floor),
+        )
+        .await?;
+        let next_sequence = start.sequence + 1;
+        catalog
+            .insert(start)
+            .map_err(|e| Error::recovery(e.to_string()))?;
+        metrics::histogram!(m::RECOVERY_SECONDS).record(started.elapsed().as_secs_f64());
+        metrics::gauge!(m::INDEXED_OBJECTS).set(catalog.len() as f64);
+        metrics::gauge!(m::INDEXED_BYTES).set(catalog.bytes() as f64);
+        tracing::info!(
+            epoch,
+            objects = catalog.len(),
+            orphans = recovered.selection.orphans.len(),
+            "recovered"
+        );
+
+        let shared = Arc::new(Shared::default());
+        let acked: Vec<_> = catalog
+            .regions()
+            .into_iter()
+            .map(|r| (r, catalog.last_id(r)))
+            .collect();
+        shared.acknowledge(&acked);
+        let read = ReadContext {
+            storage: storage.clone(),
+            prefix: prefix.clone(),
+            policy: config.on_corrupted_segment,
+            holes: shared.holes.clone(),
+        };
+        let (tx, rx) = flume::unbounded();
+        let actor = Actor::new(Start {
+            storage,
+            prefix,
+            config,
+            epoch,
+            catalog,
+            watermarks,
+            next_sequence,
+            shared: shared.clone(),
+        });
+        tokio::spawn(actor.run(rx));
+        Ok(Wal {
+            handle: Arc::new(Handle { tx, shared, read }),
+        })
+    }
+
+    async fn call<T>(&self, command: impl FnOnce(actor::Reply<T>) -> Command) -> Result<T, Error> {
+        let (reply, answer) = oneshot::channel();
+        self.handle
+            .tx
+            .send(command(reply))
+            .map_err(|_| Error::stopped())?;
+        answer.await.map_err(|_| Error::stopped())?
+    }
+
+    /// Appends entries (of any regions) and returns their ids in input
+    /// order. In durable mode it returns once they are durable and indexed;
+    /// in enqueued mode once they are admitted.
+    pub async fn append(&self, entries: Vec<(RegionId, Bytes)>) -> Result<Vec<EntryId>, Error> {
+        let arrived = Instant::now();
+        self.call(|reply| Command::Append {
+            entries,
+            arrived,
+            reply,
+        })
+        .await
+    }
+
+    /// The entries of `region` with id >= `from`, in id order, hiding those
+    /// at or below the region's watermark.
+    pub fn read(
+        &self,
+        region: RegionId,
+        from: EntryId,
+    ) -> impl Stream<Item = Result<Entry, Error>> + Send + 'static {
+        let source = Arc::new(ActorSource {
+            tx: self.handle.tx.clone(),
+        });
+        reader::read(source, self.handle.read.clone(), region, from)
+    }
+
+    /// Marks the entries of `region` up to `id` obsolete (flushed by the
+    /// engine): they are hidden from reads and their objects become
+    /// collectable. A watermark never moves down.
+    pub async fn obsolete(&self, region: RegionId, id: EntryId) -> Result<(), Error> {
+        self.call(|reply| Command::Obsolete { region, id, reply })
+            .await
+    }
+
+    /// The largest acknowledged entry id of `region`; 0 when it has none.
+    pub fn latest_entry_id(&self, region: RegionId) -> EntryId {
+        self.handle.shared.latest(region)
+    }
+
+    /// Returns once every entry of `region` up to `id` is durable and
+    /// indexed (at once for ids that already are).
+    pub async fn wait_durable(&self, region: RegionId, id: EntryId) -> Result<(), Error> {
+        self.call(|reply| Command::WaitDurable { region, id, reply })
+            .await
+    }
+
+    /// The corrupted segments of `region` that reads skipped.
+    pub fn holes(&self, region: RegionId) -> Vec<Hole> {
+        self.handle.shared.holes.of(region)
+    }
+
+    /// Stops the store. Idempotent: later calls return the first result.
+    pub async fn stop(&self) -> Result<(), Error> {
+        if let Some(result) = self.handle.shared.stop_result.get() {
+            return result.clone();
+        }
+        match self.call(|reply| Command::Stop { reply }).await {
+            Err(Error::Stopped { .. }) => self
+                .handle
+                .shared
+                .stop_result
+                .get()
+                .cloned()
+                .unwrap_or(Ok(())),
+            other => other,
+        }
+    }
+}
+
+/// Watermarks seeded from the release records of the indexed objects.
+fn release_watermarks(catalog: &Catalog) -> HashMap<RegionId, EntryId> {
+    catalog.released().clone()
+}
+
+struct ActorSource {
+    tx: flume::Sender<Command>,
+}
+
+impl SegmentSource for ActorSource {
+    fn page(
+        &self,
+        region: RegionId,
+        from: EntryId,
+        limit: usize,
+    ) -> BoxFuture<'static, Result<SegmentPage, Error>> {
+        let tx = self.tx.clone();
+        Box::pin(async move {
+            let (reply, answer) = oneshot::channel();
+            tx.send(Command::Segments {
+                region,
+                from,
+                limit,
+                reply,
+            })
+            .map_err(|_| Error::stopped())?;
+            answer.await.map_err(|_| Error::stopped())?
+        })
+    }
+}
+
+/// A read-only view of a prefix: recovers the catalog without writing
+/// anything (no start object, no fencing of a live writer).
+#[derive(Clone)]
+pub struct WalReader {
+    catalog: Arc<Catalog>,
+    read: ReadContext,
+    orphans: Arc<Vec<u64>>,
+}
+
+impl std::fmt::Debug for WalReader {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WalReader")
+            .field("prefix", &self.read.prefix.as_str())
+            .field("objects", &self.catalog.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl WalReader {
+    /// Recovers the catalog of `prefix` as it is now.
+    pub async fn open(storage: Storage, prefix: &str, config: Config) -> Result<WalReader, Error> {
+        config.validate()?;
+        let prefix = Prefix::new(prefix)?;
+        let recovered = recovery::recover(&storage, &prefix, config.recovery_concurrency).await?;
+        Ok(WalReader {
+            catalog: Arc::new(recovered.catalog),
+            orphans: Arc::new(recovered.selection.orphans),
+            read: ReadContext {
+                storage,
+                prefix,
+                policy: config.on_corrupted_segment,
+                holes: Arc::new(Holes::default()),
+            },
+        })
+    }
+
+    /// The entries of `region` with id >= `from`, in id order (released
+    /// regions read as empty).
+    pub fn read(
+        &self,
+        region: RegionId,
+        from: EntryId,
+    ) -> impl Stream<Item = Result<Entry, Error>> + Send + 'static {
+        reader::read(self.catalog.clone(), self.read.clone(), region, from)
+    }
+
+    /// The largest indexed entry id of `region`; 0 when it has none.
+    pub fn latest_entry_id(&self, region: RegionId) -> EntryId {
+        self.catalog.last_id(region)
+    }
+
+    /// The regions with indexed segments, in id order.
+    pub fn regions(&self) -> Vec<RegionId> {
+        self.catalog.regions()
+    }
+
+    /// The indexed objects, by sequence.
+    pub fn objects(&self) -> Vec<IndexedObject> {
+        self.catalog.objects().cloned().collect()
+    }
+
+    /// The sequences of objects present but not on the tip's chain.
+    pub fn orphans(&self) -> &[u64] {
+        &self.orphans
+    }
+
+    /// Corrupted segments the reads of this reader skipped.
+    pub fn holes(&self, region: RegionId) -> Vec<Hole> {
+        self.read.holes.of(region)
+    }
+}
+
+impl SegmentSource for Catalog {
+    fn page(
+        &self,
+        region: RegionId,
+        from: EntryId,
+        limit: usize,
+    ) -> BoxFuture<'static, Result<SegmentPage, Error>> {
+        let watermark = self.released().get(&region).copied().unwrap_or(0);
+        let from = from.max(watermark.saturating_add(1));
+        let page = if region == format::RELEASE_REGION {
+            SegmentPage::default()
+        } else {
+            SegmentPage {
+                segments: self.segments_from(region, from, limit),
+                watermark,
+            }
+        };
+        Box::pin(async move { Ok(page) })
+    }
+}
