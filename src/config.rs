@@ -82,14 +82,19 @@ pub const MAX_BATCH_BYTES_LIMIT: u64 = 1 << 30;
 impl Config {
     /// Refuses values that cannot work, naming the field.
     pub fn validate(&self) -> Result<(), Error> {
-        let refuse = |field: &'static str, message: String| {
-            Err(Error::InvalidConfig { field, message })
-        };
+        let refuse =
+            |field: &'static str, message: String| Err(Error::InvalidConfig { field, message });
         if self.flush_interval < Duration::from_millis(1) {
-            return refuse("flush_interval", format!("{:?} is below 1ms", self.flush_interval));
+            return refuse(
+                "flush_interval",
+                format!("{:?} is below 1ms", self.flush_interval),
+            );
         }
         if self.flush_interval > Duration::from_secs(3600) {
-            return refuse("flush_interval", format!("{:?} is above one hour", self.flush_interval));
+            return refuse(
+                "flush_interval",
+                format!("{:?} is above one hour", self.flush_interval),
+            );
         }
         if self.max_batch_bytes < 1024 || self.max_batch_bytes > MAX_BATCH_BYTES_LIMIT {
             return refuse(
@@ -196,7 +201,10 @@ mod tests {
             (r#"{"flush_interval":"0s"}"#, "flush_interval"),
             (r#"{"max_inflight_creates":0}"#, "max_inflight_creates"),
             (r#"{"recovery_concurrency":0}"#, "recovery_concurrency"),
-            (r#"{"max_unpersisted_bytes":"1MiB"}"#, "max_unpersisted_bytes"),
+            (
+                r#"{"max_unpersisted_bytes":"1MiB"}"#,
+                "max_unpersisted_bytes",
+            ),
             (r#"{"max_unpersisted_age":"1ms"}"#, "max_unpersisted_age"),
         ] {
             let c: Config = serde_json::from_str(json).unwrap();

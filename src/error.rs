@@ -180,7 +180,10 @@ mod tests {
     fn messages_carry_context() {
         let e = Error::from(StorageError::transient("503 slow down").with_key("p/objects/1.wal"));
         let s = e.to_string();
-        assert!(s.contains("503 slow down") && s.contains("p/objects/1.wal"), "{s}");
+        assert!(
+            s.contains("503 slow down") && s.contains("p/objects/1.wal"),
+            "{s}"
+        );
         let e = Error::InvalidConfig {
             field: "max_batch_bytes",
             message: "must be at least 1 KiB".into(),

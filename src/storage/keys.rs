@@ -107,7 +107,10 @@ mod tests {
         assert_eq!(k, "node-7/wal/objects/00000000000000000042.wal");
         assert_eq!(p.parse_object_key(&k), Some(42));
         assert_eq!(p.parse_object_key(&p.object_key(u64::MAX)), Some(u64::MAX));
-        let mut keys: Vec<_> = [10u64, 9, 100, 1].iter().map(|s| p.object_key(*s)).collect();
+        let mut keys: Vec<_> = [10u64, 9, 100, 1]
+            .iter()
+            .map(|s| p.object_key(*s))
+            .collect();
         keys.sort();
         let seqs: Vec<_> = keys.iter().filter_map(|k| p.parse_object_key(k)).collect();
         assert_eq!(seqs, vec![1, 9, 10, 100]);
@@ -132,7 +135,9 @@ mod tests {
 
     #[test]
     fn bad_prefixes_are_refused_with_a_reason() {
-        for bad in ["", "/abs", "a//b", "a/", "./a", "a/../b", "a/.", "a\\b", "a\nb"] {
+        for bad in [
+            "", "/abs", "a//b", "a/", "./a", "a/../b", "a/.", "a\\b", "a\nb",
+        ] {
             let err = Prefix::new(bad).unwrap_err();
             assert!(!err.reason.is_empty(), "{bad}");
         }

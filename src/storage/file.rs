@@ -1,0 +1,467 @@
+//! The local directory backend (`file://PATH`), the embedded default.
+//!
+//! Responsibility: objects as files under a root directory, with the same
+//! guarantees an object store gives: a create is atomic, exclusive and
+//! durable when it returns [`Created::New`].
+//!
+//! How a create works (see `rfcs/0002-storage.md` for why):
+//! 1. the bytes go to a temporary file in the key's own directory, named
+//!    `.objwal-tmp-<pid>-<counter>` (a name no key may use);
+//! 2. the temporary file is fsynced;
+//! 3. it is hard-linked to the final name; `link(2)` never replaces, so an
+//!    existing key fails with `EEXIST` and becomes [`Created::AlreadyExists`];
+//! 4. the temporary name is removed and the directory is fsynced, which makes
+//!    the new entry durable.
+//!
+//! Missing parent directories are created one by one and each new
+//! directory's parent is fsynced; the first create in a directory of a
+//! process also fsyncs the directory's ancestors, so an entry a crashed
+//! process left unsynced is made durable before anything is put under it.
+//!
+//! Invariants: no torn object is ever visible under a key (it only appears by
+//! `link` of a complete, synced file); temporary files are never listed;
+//! temporary files of dead processes are removed when a store is opened.
+//! Deletes are not fsynced: a delete that an OS crash undoes only brings back
+//! an object that was already obsolete.
+
+use std::collections::HashSet;
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Write};
+use std::ops::Range;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
+
+use bytes::Bytes;
+
+use super::StorageErrorKind;
+use super::{check_range, sort_listing, Created, ObjectMeta, ObjectStorage, StorageError};
+
+/// Every temporary file's name starts with this; no key part may.
+pub const TEMP_MARKER: &str = ".objwal-tmp-";
+
+/// A temporary file older than this is removed at open even if its process
+/// seems alive (where liveness cannot be checked, this is the only rule).
+const STALE_TEMP_AGE: Duration = Duration::from_secs(3600);
+
+/// Numbers temporary files within this process.
+static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
+
+/// A durable object store in a local directory.
+#[derive(Debug, Clone)]
+pub struct FileStorage {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    root: PathBuf,
+    /// Directories this handle has made sure are durable (created and
+    /// fsynced in their parent, up to the root).
+    synced_dirs: Mutex<HashSet<PathBuf>>,
+}
+
+impl FileStorage {
+    /// Opens (creating it durably when missing) the directory `root` and
+    /// removes temporary files left by processes that no longer run.
+    ///
+    /// This does blocking I/O; call it before or outside async code, or
+    /// through `spawn_blocking`.
+    pub fn open(root: impl Into<PathBuf>) -> Result<FileStorage, StorageError> {
+        let root = root.into();
+        let root = if root.is_absolute() {
+            root
+        } else {
+            std::env::current_dir()
+                .map_err(|e| io_error(e, None))?
+                .join(root)
+        };
+        create_dirs_durably(&root).map_err(|e| io_error(e, None))?;
+        let removed = remove_stale_temp_files(&root).map_err(|e| io_error(e, None))?;
+        if removed > 0 {
+            tracing::info!(root = %root.display(), removed, "removed leftover temporary files");
+        }
+        Ok(FileStorage {
+            inner: Arc::new(Inner {
+                root,
+                synced_dirs: Mutex::new(HashSet::new()),
+            }),
+        })
+    }
+
+    /// The root directory.
+    pub fn root(&self) -> &Path {
+        &self.inner.root
+    }
+
+    async fn blocking<T, F>(&self, key: &str, f: F) -> Result<T, StorageError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Inner) -> Result<T, StorageError> + Send + 'static,
+    {
+        let inner = Arc::clone(&self.inner);
+        tokio::task::spawn_blocking(move || f(&inner))
+            .await
+            .map_err(|e| {
+                StorageError::permanent(format!("file storage task failed: {e}")).with_key(key)
+            })?
+    }
+}
+
+impl Inner {
+    /// The path of a valid key.
+    fn path(&self, key: &str) -> Result<PathBuf, StorageError> {
+        validate_key(key)?;
+        Ok(self.root.join(key))
+    }
+
+    /// Makes sure `dir` exists and its entry (and its ancestors' up to the
+    /// root) is durable; done once per directory and handle.
+    fn ensure_dir(&self, dir: &Path) -> io::Result<()> {
+        let known = |d: &Path| {
+            self.synced_dirs
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .contains(d)
+        };
+        if dir == self.root || known(dir) {
+            return Ok(());
+        }
+        let rel = dir.strip_prefix(&self.root).map_err(io::Error::other)?;
+        let mut current = self.root.clone();
+        for part in rel.components() {
+            let parent = current.clone();
+            current.push(part);
+            if known(&current) {
+                continue;
+            }
+            match fs::create_dir(&current) {
+                Ok(()) => {}
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+                Err(e) => return Err(e),
+            }
+            // Also when it already existed: a racing creator or a crashed
+            // process may not have synced its entry yet.
+            sync_dir(&parent)?;
+        }
+        self.synced_dirs
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .insert(dir.to_path_buf());
+        Ok(())
+    }
+
+    fn create(&self, key: &str, data: &[u8]) -> Result<Created, StorageError> {
+        let path = self.path(key)?;
+        let err = |e| io_error(e, Some(key));
+        let dir = path
+            .parent()
+            .ok_or_else(|| StorageError::permanent("key has no parent").with_key(key))?;
+        self.ensure_dir(dir).map_err(err)?;
+        let (tmp, mut file) = create_temp(dir).map_err(err)?;
+        let written = file.write_all(data).and_then(|()| file.sync_all());
+        drop(file);
+        if let Err(e) = written {
+            let _ = fs::remove_file(&tmp);
+            return Err(err(e));
+        }
+        let linked = fs::hard_link(&tmp, &path);
+        let _ = fs::remove_file(&tmp);
+        let created = match linked {
+            Ok(()) => Created::New,
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+                if fs::symlink_metadata(&path).map_err(err)?.is_dir() {
+                    return Err(StorageError::permanent(
+                        "a directory exists under this key (a key is a prefix of another key)",
+                    )
+                    .with_key(key));
+                }
+                Created::AlreadyExists
+            }
+            Err(e) => return Err(err(e)),
+        };
+        // For AlreadyExists too: the existing entry may be our own from a
+        // create whose directory fsync failed, and the caller may take it as
+        // durable after reading it back.
+        sync_dir(dir).map_err(err)?;
+        Ok(created)
+    }
+
+    fn read(&self, key: &str, range: Range<u64>) -> Result<Bytes, StorageError> {
+        let path = self.path(key)?;
+        let err = |e| io_error(e, Some(key));
+        let file = File::open(&path).map_err(err)?;
+        let meta = file.metadata().map_err(err)?;
+        if !meta.is_file() {
+            return Err(StorageError::not_found(key));
+        }
+        let r = check_range(key, &range, meta.len())?;
+        let mut buf = vec![0u8; r.len()];
+        file.read_exact_at(&mut buf, range.start).map_err(err)?;
+        Ok(Bytes::from(buf))
+    }
+
+    fn list(&self, prefix: &str) -> Result<Vec<ObjectMeta>, StorageError> {
+        // Walk the deepest directory the prefix names for sure, filter by the
+        // whole prefix (a prefix need not end at a `/`).
+        let dir_part = prefix.rfind('/').map_or("", |i| &prefix[..i]);
+        if !dir_part.is_empty() {
+            validate_key(dir_part)?;
+        }
+        let mut out = Vec::new();
+        let mut stack = vec![(self.root.join(dir_part), dir_part.to_owned())];
+        while let Some((dir, rel)) = stack.pop() {
+            let entries = match fs::read_dir(&dir) {
+                Ok(entries) => entries,
+                Err(e) if is_gone(&e) => continue,
+                Err(e) => return Err(io_error(e, Some(prefix))),
+            };
+            for entry in entries {
+                let entry = entry.map_err(|e| io_error(e, Some(prefix)))?;
+                let Some(name) = entry.file_name().to_str().map(str::to_owned) else {
+                    tracing::warn!(path = %entry.path().display(), "skipping a non-UTF-8 file name");
+                    continue;
+                };
+                if name.starts_with(TEMP_MARKER) {
+                    continue;
+                }
+                let key = if rel.is_empty() {
+                    name
+                } else {
+                    format!("{rel}/{name}")
+                };
+                let file_type = match entry.file_type() {
+                    Ok(t) => t,
+                    Err(e) if is_gone(&e) => continue,
+                    Err(e) => return Err(io_error(e, Some(&key))),
+                };
+                if file_type.is_dir() {
+                    // Only descend where keys with the prefix can be.
+                    if key.starts_with(prefix) || prefix.starts_with(&format!("{key}/")) {
+                        stack.push((entry.path(), key));
+                    }
+                } else if file_type.is_file() && key.starts_with(prefix) {
+                    match entry.metadata() {
+                        Ok(m) => out.push(ObjectMeta { key, size: m.len() }),
+                        Err(e) if is_gone(&e) => {}
+                        Err(e) => return Err(io_error(e, Some(&key))),
+                    }
+                }
+            }
+        }
+        Ok(sort_listing(out))
+    }
+
+    fn delete(&self, key: &str) -> Result<(), StorageError> {
+        let path = self.path(key)?;
+        match fs::remove_file(&path) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(io_error(e, Some(key))),
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl ObjectStorage for FileStorage {
+    async fn create(&self, key: &str, data: Bytes) -> Result<Created, StorageError> {
+        let k = key.to_owned();
+        self.blocking(key, move |inner| inner.create(&k, &data))
+            .await
+    }
+
+    async fn read(&self, key: &str, range: Range<u64>) -> Result<Bytes, StorageError> {
+        let k = key.to_owned();
+        self.blocking(key, move |inner| inner.read(&k, range)).await
+    }
+
+    async fn list(&self, prefix: &str) -> Result<Vec<ObjectMeta>, StorageError> {
+        let p = prefix.to_owned();
+        self.blocking(prefix, move |inner| inner.list(&p)).await
+    }
+
+    async fn delete(&self, key: &str) -> Result<(), StorageError> {
+        let k = key.to_owned();
+        self.blocking(key, move |inner| inner.delete(&k)).await
+    }
+}
+
+/// Refuses keys that are not plain relative paths under the root, or that
+/// use the temporary-file marker.
+fn validate_key(key: &str) -> Result<(), StorageError> {
+    let refuse =
+        |why: &str| Err(StorageError::permanent(format!("invalid key: {why}")).with_key(key));
+    if key.is_empty() {
+        return refuse("it is empty");
+    }
+    if key.starts_with('/') {
+        return refuse("it must be relative");
+    }
+    if key.contains('\0') {
+        return refuse("it contains a NUL byte");
+    }
+    for part in key.split('/') {
+        match part {
+            "" => return refuse("it has an empty part"),
+            "." | ".." => return refuse("it has a '.' or '..' part"),
+            p if p.starts_with(TEMP_MARKER) => {
+                return refuse("a part uses the reserved temporary-file marker")
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// Creates a new temporary file in `dir`, never reusing a name.
+fn create_temp(dir: &Path) -> io::Result<(PathBuf, File)> {
+    let pid = std::process::id();
+    loop {
+        let n = TEMP_COUNTER.fetch_add(1, Ordering::Relaxed);
+        let tmp = dir.join(format!("{TEMP_MARKER}{pid}-{n}"));
+        match OpenOptions::new().write(true).create_new(true).open(&tmp) {
+            Ok(f) => return Ok((tmp, f)),
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// Fsyncs a directory, making its entries durable.
+fn sync_dir(dir: &Path) -> io::Result<()> {
+    File::open(dir)?.sync_all()
+}
+
+/// Creates `dir` and its missing ancestors, fsyncing each new directory's
+/// parent.
+fn create_dirs_durably(dir: &Path) -> io::Result<()> {
+    if dir.is_dir() {
+        return Ok(());
+    }
+    let mut missing = Vec::new();
+    let mut current = dir;
+    while !current.is_dir() {
+        missing.push(current);
+        match current.parent() {
+            Some(p) => current = p,
+            None => break,
+        }
+    }
+    for d in missing.into_iter().rev() {
+        match fs::create_dir(d) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(e),
+        }
+        if let Some(parent) = d.parent() {
+            sync_dir(parent)?;
+        }
+    }
+    Ok(())
+}
+
+/// Removes, under `root`, the temporary files of processes that no longer
+/// run (or that are older than [`STALE_TEMP_AGE`]). Returns how many.
+pub(crate) fn remove_stale_temp_files(root: &Path) -> io::Result<usize> {
+    let mut removed = 0;
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        let entries = match fs::read_dir(&dir) {
+            Ok(entries) => entries,
+            Err(e) if is_gone(&e) => continue,
+            Err(e) => return Err(e),
+        };
+        for entry in entries {
+            let entry = entry?;
+            let file_type = match entry.file_type() {
+                Ok(t) => t,
+                Err(e) if is_gone(&e) => continue,
+                Err(e) => return Err(e),
+            };
+            if file_type.is_dir() {
+                stack.push(entry.path());
+                continue;
+            }
+            let name = entry.file_name();
+            let Some(rest) = name.to_str().and_then(|n| n.strip_prefix(TEMP_MARKER)) else {
+                continue;
+            };
+            if is_stale(rest, &entry) {
+                match fs::remove_file(entry.path()) {
+                    Ok(()) => removed += 1,
+                    Err(e) if is_gone(&e) => {}
+                    Err(e) => return Err(e),
+                }
+            }
+        }
+    }
+    Ok(removed)
+}
+
+/// Whether the temporary file named `<pid>-<n>` (after the marker) can no
+/// longer be in use.
+fn is_stale(rest: &str, entry: &fs::DirEntry) -> bool {
+    let old = entry
+        .metadata()
+        .and_then(|m| m.modified())
+        .ok()
+        .and_then(|t| SystemTime::now().duration_since(t).ok())
+        .is_some_and(|age| age > STALE_TEMP_AGE);
+    if old {
+        return true;
+    }
+    let pid = rest.split('-').next().and_then(|p| p.parse::<u32>().ok());
+    match pid {
+        None => true,
+        Some(pid) if pid == std::process::id() => false,
+        Some(pid) => !process_alive(pid),
+    }
+}
+
+#[cfg(target_os = "linux")]
+fn process_alive(pid: u32) -> bool {
+    Path::new("/proc").join(pid.to_string()).exists()
+}
+
+#[cfg(not(target_os = "linux"))]
+fn process_alive(_pid: u32) -> bool {
+    // Cannot tell: rely on the age rule alone.
+    true
+}
+
+/// Whether a path vanished (or never was a directory) under a walk.
+fn is_gone(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::NotFound | io::ErrorKind::NotADirectory
+    )
+}
+
+/// Maps an I/O error: not-found; interruptions, timeouts and a full disk are
+/// transient; everything else is permanent.
+pub(crate) fn io_error(e: io::Error, key: Option<&str>) -> StorageError {
+    use io::ErrorKind as K;
+    let kind = match e.kind() {
+        K::NotFound => {
+            return match key {
+                Some(k) => StorageError::not_found(k),
+                None => StorageError::permanent(e.to_string()).with_source(e),
+            }
+        }
+        K::Interrupted | K::TimedOut | K::WouldBlock | K::StorageFull | K::QuotaExceeded => {
+            StorageErrorKind::Transient
+        }
+        _ => StorageErrorKind::Permanent,
+    };
+    let err = StorageError::new(kind, e.to_string()).with_source(e);
+    match key {
+        Some(k) => err.with_key(k),
+        None => err,
+    }
+}
+
+#[cfg(test)]
+#[path = "file_tests.rs"]
+mod tests;

@@ -1,0 +1,85 @@
+//! Unit tests of the local directory backend.
+
+use super::*;
+
+#[test]
+fn open_removes_temp_files_of_dead_processes_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let sub = dir.path().join("p/objects");
+    fs::create_dir_all(&sub).unwrap();
+    // pid 4000000000 is above any pid_max: never a running process.
+    let dead = sub.join(format!("{TEMP_MARKER}4000000000-7"));
+    let ours = sub.join(format!("{TEMP_MARKER}{}-999999", std::process::id()));
+    let junk = sub.join(format!("{TEMP_MARKER}garbage"));
+    for p in [&dead, &ours, &junk] {
+        fs::write(p, b"partial").unwrap();
+    }
+    fs::write(sub.join("keep"), b"object").unwrap();
+    let s = FileStorage::open(dir.path()).unwrap();
+    assert!(!dead.exists() && !junk.exists());
+    assert!(ours.exists(), "a live process's temp file must stay");
+    assert!(sub.join("keep").exists());
+    // The live one is still never listed.
+    let keys: Vec<_> = s
+        .inner
+        .list("")
+        .unwrap()
+        .into_iter()
+        .map(|m| m.key)
+        .collect();
+    assert_eq!(keys, vec!["p/objects/keep"]);
+}
+
+#[test]
+fn keys_escaping_the_root_or_using_the_marker_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = FileStorage::open(dir.path().join("root")).unwrap();
+    for bad in [
+        "",
+        "/abs",
+        "a/../../x",
+        "..",
+        "a//b",
+        "a/",
+        "./a",
+        &format!("a/{TEMP_MARKER}1-1"),
+    ] {
+        let e = s.inner.create(bad, b"x").unwrap_err();
+        assert_eq!(e.kind(), StorageErrorKind::Permanent, "{bad}");
+    }
+    assert!(s.inner.list("").unwrap().is_empty());
+}
+
+#[test]
+fn create_leaves_no_temp_file_and_never_replaces() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = FileStorage::open(dir.path()).unwrap();
+    assert_eq!(s.inner.create("a/b/c", b"one").unwrap(), Created::New);
+    assert_eq!(
+        s.inner.create("a/b/c", b"two").unwrap(),
+        Created::AlreadyExists
+    );
+    assert_eq!(&s.inner.read("a/b/c", 0..3).unwrap()[..], b"one");
+    let names: Vec<_> = fs::read_dir(dir.path().join("a/b"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(names, vec!["c"]);
+    // A key that is a directory is not an object.
+    assert_eq!(
+        s.inner.create("a/b", b"x").unwrap_err().kind(),
+        StorageErrorKind::Permanent
+    );
+    assert!(s.inner.read("a/b", 0..0).unwrap_err().is_not_found());
+}
+
+#[test]
+fn io_errors_map_to_kinds() {
+    let e = io_error(io::Error::from(io::ErrorKind::NotFound), Some("k"));
+    assert!(e.is_not_found());
+    assert_eq!(e.key(), Some("k"));
+    let e = io_error(io::Error::from(io::ErrorKind::TimedOut), Some("k"));
+    assert!(e.is_transient());
+    let e = io_error(io::Error::from(io::ErrorKind::PermissionDenied), Some("k"));
+    assert_eq!(e.kind(), StorageErrorKind::Permanent);
+}
