@@ -35,7 +35,6 @@ pub enum CorruptionPolicy {
 /// The store's configuration. Every field has a default.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(default, deny_unknown_fields)]
-#[non_exhaustive]
 pub struct Config {
     /// Seal the open batch this long after it was opened, when it is not empty.
     #[serde(with = "humantime_serde")]

@@ -1,1 +1,6 @@
 //! Integration tests: one binary, one module per behaviour.
+//! Run with `--all-features` (the fault wrapper is behind `testing`).
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+mod common;
+mod wal_basic;
