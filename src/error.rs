@@ -90,6 +90,21 @@ pub enum Error {
         source: StorageError,
     },
 
+    /// Acknowledged entries (enqueued mode) or release records were dropped
+    /// before they became durable: by a stop whose retries ran out, a
+    /// permanent failure during stop, or a poisoning.
+    #[error("{entries} acknowledged entries ({bytes} bytes) and {releases} release records were lost: {reason}")]
+    Lost {
+        /// Entries lost.
+        entries: u64,
+        /// Payload bytes lost.
+        bytes: u64,
+        /// Release records lost.
+        releases: u64,
+        /// Why.
+        reason: Arc<str>,
+    },
+
     /// A batch was not made durable for a reason that may pass (a failed
     /// create in durable mode, an earlier-epoch object at its sequence).
     #[error("the batch was not made durable, retry: {reason}")]
@@ -118,7 +133,8 @@ impl Error {
             | Error::InvalidArgument { .. }
             | Error::InvalidConfig { .. }
             | Error::Corrupted { .. }
-            | Error::Recovery { .. } => false,
+            | Error::Recovery { .. }
+            | Error::Lost { .. } => false,
         }
     }
 

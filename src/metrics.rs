@@ -48,23 +48,107 @@ pub const STALL_SECONDS: &str = "objwal_stall_seconds";
 pub fn describe() {
     use metrics::{describe_counter, describe_gauge, describe_histogram, Unit};
     describe_counter!(CREATED_OBJECTS_TOTAL, "objects created and made durable");
-    describe_counter!(CREATE_CONFLICTS_TOTAL, "creates that met another object at their key");
+    describe_counter!(
+        CREATE_CONFLICTS_TOTAL,
+        "creates that met another object at their key"
+    );
     describe_counter!(CREATE_FAILURES_TOTAL, "creates that failed");
     describe_counter!(POISONED_TOTAL, "times the store was poisoned");
-    describe_counter!(REJECTED_APPENDS_TOTAL, "appends and releases refused while failing");
+    describe_counter!(
+        REJECTED_APPENDS_TOTAL,
+        "appends and releases refused while failing"
+    );
     describe_counter!(STALLED_APPENDS_TOTAL, "appends that waited for the backlog");
-    describe_counter!(SKIPPED_SEGMENTS_TOTAL, "corrupted segments skipped by reads");
+    describe_counter!(
+        SKIPPED_SEGMENTS_TOTAL,
+        "corrupted segments skipped by reads"
+    );
     describe_counter!(RELEASE_RECORDS_TOTAL, "release records made durable");
     describe_counter!(DELETED_OBJECTS_TOTAL, "objects deleted by collection");
     describe_counter!(FAILED_DELETES_TOTAL, "deletes that failed");
     describe_gauge!(INDEXED_OBJECTS, "objects in the catalog");
-    describe_gauge!(INDEXED_BYTES, Unit::Bytes, "bytes of the objects in the catalog");
-    describe_gauge!(UNPERSISTED_BYTES, Unit::Bytes, "admitted payload bytes not yet durable");
-    describe_histogram!(SEAL_TO_DURABLE_SECONDS, Unit::Seconds, "seal to durable and indexed");
-    describe_histogram!(APPEND_ACK_SECONDS, Unit::Seconds, "append arrival to acknowledgement");
+    describe_gauge!(
+        INDEXED_BYTES,
+        Unit::Bytes,
+        "bytes of the objects in the catalog"
+    );
+    describe_gauge!(
+        UNPERSISTED_BYTES,
+        Unit::Bytes,
+        "admitted payload bytes not yet durable"
+    );
+    describe_histogram!(
+        SEAL_TO_DURABLE_SECONDS,
+        Unit::Seconds,
+        "seal to durable and indexed"
+    );
+    describe_histogram!(
+        APPEND_ACK_SECONDS,
+        Unit::Seconds,
+        "append arrival to acknowledgement"
+    );
     describe_histogram!(OBJECT_BYTES, Unit::Bytes, "size of each created object");
     describe_histogram!(OBJECT_ENTRIES, "entries in each created object");
     describe_histogram!(RECOVERY_SECONDS, Unit::Seconds, "duration of recovery");
     describe_histogram!(READ_SECONDS, Unit::Seconds, "duration of a segment fetch");
-    describe_histogram!(STALL_SECONDS, Unit::Seconds, "time an append waited for the backlog");
+    describe_histogram!(
+        STALL_SECONDS,
+        Unit::Seconds,
+        "time an append waited for the backlog"
+    );
+}
+
+/// The metric handles of one store, labelled with its prefix so that several
+/// stores in one process (and parallel tests) stay apart.
+#[derive(Clone)]
+pub(crate) struct StoreMetrics {
+    pub(crate) created_objects: metrics::Counter,
+    pub(crate) create_conflicts: metrics::Counter,
+    pub(crate) create_failures: metrics::Counter,
+    pub(crate) poisoned: metrics::Counter,
+    pub(crate) rejected_appends: metrics::Counter,
+    pub(crate) stalled_appends: metrics::Counter,
+    pub(crate) skipped_segments: metrics::Counter,
+    pub(crate) release_records: metrics::Counter,
+    pub(crate) deleted_objects: metrics::Counter,
+    pub(crate) failed_deletes: metrics::Counter,
+    pub(crate) indexed_objects: metrics::Gauge,
+    pub(crate) indexed_bytes: metrics::Gauge,
+    pub(crate) unpersisted_bytes: metrics::Gauge,
+    pub(crate) seal_to_durable: metrics::Histogram,
+    pub(crate) append_ack: metrics::Histogram,
+    pub(crate) object_bytes: metrics::Histogram,
+    pub(crate) object_entries: metrics::Histogram,
+    pub(crate) recovery: metrics::Histogram,
+    pub(crate) read: metrics::Histogram,
+    pub(crate) stall: metrics::Histogram,
+}
+
+impl StoreMetrics {
+    /// The handles of the store under `prefix`.
+    pub(crate) fn new(prefix: &str) -> Self {
+        let p = prefix.to_owned();
+        StoreMetrics {
+            created_objects: metrics::counter!(CREATED_OBJECTS_TOTAL, "prefix" => p.clone()),
+            create_conflicts: metrics::counter!(CREATE_CONFLICTS_TOTAL, "prefix" => p.clone()),
+            create_failures: metrics::counter!(CREATE_FAILURES_TOTAL, "prefix" => p.clone()),
+            poisoned: metrics::counter!(POISONED_TOTAL, "prefix" => p.clone()),
+            rejected_appends: metrics::counter!(REJECTED_APPENDS_TOTAL, "prefix" => p.clone()),
+            stalled_appends: metrics::counter!(STALLED_APPENDS_TOTAL, "prefix" => p.clone()),
+            skipped_segments: metrics::counter!(SKIPPED_SEGMENTS_TOTAL, "prefix" => p.clone()),
+            release_records: metrics::counter!(RELEASE_RECORDS_TOTAL, "prefix" => p.clone()),
+            deleted_objects: metrics::counter!(DELETED_OBJECTS_TOTAL, "prefix" => p.clone()),
+            failed_deletes: metrics::counter!(FAILED_DELETES_TOTAL, "prefix" => p.clone()),
+            indexed_objects: metrics::gauge!(INDEXED_OBJECTS, "prefix" => p.clone()),
+            indexed_bytes: metrics::gauge!(INDEXED_BYTES, "prefix" => p.clone()),
+            unpersisted_bytes: metrics::gauge!(UNPERSISTED_BYTES, "prefix" => p.clone()),
+            seal_to_durable: metrics::histogram!(SEAL_TO_DURABLE_SECONDS, "prefix" => p.clone()),
+            append_ack: metrics::histogram!(APPEND_ACK_SECONDS, "prefix" => p.clone()),
+            object_bytes: metrics::histogram!(OBJECT_BYTES, "prefix" => p.clone()),
+            object_entries: metrics::histogram!(OBJECT_ENTRIES, "prefix" => p.clone()),
+            recovery: metrics::histogram!(RECOVERY_SECONDS, "prefix" => p.clone()),
+            read: metrics::histogram!(READ_SECONDS, "prefix" => p.clone()),
+            stall: metrics::histogram!(STALL_SECONDS, "prefix" => p),
+        }
+    }
 }

@@ -215,12 +215,19 @@ mod tests {
 
     #[test]
     fn a_missing_predecessor_below_the_boundary_is_collected_not_missing() {
-        let s = select(&map(&[obj(5, 1, Some((4, 1)), 5), obj(6, 1, Some((5, 1)), 5)])).unwrap();
+        let s = select(&map(&[
+            obj(5, 1, Some((4, 1)), 5),
+            obj(6, 1, Some((5, 1)), 5),
+        ]))
+        .unwrap();
         assert_eq!(s.tip.unwrap().sequence, 6);
         assert_eq!(s.chain, vec![5, 6]);
         // The same gap above the boundary is a missing object.
-        let err = select(&map(&[obj(5, 1, Some((4, 1)), 4), obj(6, 1, Some((5, 1)), 4)]))
-            .unwrap_err();
+        let err = select(&map(&[
+            obj(5, 1, Some((4, 1)), 4),
+            obj(6, 1, Some((5, 1)), 4),
+        ]))
+        .unwrap_err();
         assert_eq!(err.missing, 4);
         assert_eq!(err.newest, 6);
     }

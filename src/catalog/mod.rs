@@ -192,7 +192,8 @@ impl Catalog {
         self.regions
             .iter()
             .filter_map(|(region, segments)| {
-                let obsolete = watermark(*region).max(self.released.get(region).copied().unwrap_or(0));
+                let obsolete =
+                    watermark(*region).max(self.released.get(region).copied().unwrap_or(0));
                 // Ids grow with sequences: the first live segment of a region
                 // is the first whose last id is above the watermark.
                 segments
@@ -286,8 +287,14 @@ pub(crate) mod tests {
         assert_eq!(c.last_id(3), 0);
         let seqs = |v: Vec<SegmentRef>| v.iter().map(|s| s.sequence).collect::<Vec<_>>();
         assert_eq!(seqs(c.segments_from(2, 0, 10)), vec![1, 2, 5]);
-        assert_eq!(seqs(c.segments_from(2, format::entry_id(2, 2), 10)), vec![2, 5]);
-        assert_eq!(seqs(c.segments_from(2, format::entry_id(2, 3), 10)), vec![5]);
+        assert_eq!(
+            seqs(c.segments_from(2, format::entry_id(2, 2), 10)),
+            vec![2, 5]
+        );
+        assert_eq!(
+            seqs(c.segments_from(2, format::entry_id(2, 3), 10)),
+            vec![5]
+        );
         assert_eq!(seqs(c.segments_from(2, 0, 2)), vec![1, 2]);
         assert_eq!(c.regions(), vec![1, 2]);
         assert_eq!(c.bytes(), 300);
@@ -301,7 +308,11 @@ pub(crate) mod tests {
         assert!(c.insert(object(3, &[2])).unwrap_err().reason.contains("C1"));
         assert!(c.insert(object(2, &[2])).is_err());
         // C2: regions out of order.
-        assert!(c.insert(object(4, &[2, 1])).unwrap_err().reason.contains("C2"));
+        assert!(c
+            .insert(object(4, &[2, 1]))
+            .unwrap_err()
+            .reason
+            .contains("C2"));
         // C3: ids of another sequence.
         let mut bad = object(4, &[1]);
         bad.segments[0] = segment(1, 3, 1);

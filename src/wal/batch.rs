@@ -10,7 +10,9 @@ use std::collections::BTreeMap;
 use bytes::Bytes;
 use tokio::time::Instant;
 
-use crate::format::{self, Header, Object, Segment, ENTRY_OVERHEAD, FOOTER_ENTRY_LEN, MAX_POSITION};
+use crate::format::{
+    self, Header, Object, ReleaseRecord, Segment, ENTRY_OVERHEAD, FOOTER_ENTRY_LEN, MAX_POSITION,
+};
 use crate::{EntryId, RegionId};
 
 /// Entries of one batch, by region.
@@ -23,6 +25,8 @@ pub(crate) struct OpenBatch {
     pub(crate) payload_bytes: u64,
     /// Entries admitted.
     pub(crate) entries: u64,
+    /// Release records to seal with the entries: region -> released-through id.
+    pub(crate) releases: BTreeMap<RegionId, EntryId>,
 }
 
 /// How many positions an append needs per region.
@@ -42,11 +46,21 @@ impl OpenBatch {
             regions: BTreeMap::new(),
             payload_bytes: 0,
             entries: 0,
+            releases: BTreeMap::new(),
         }
     }
 
+    /// Whether there is nothing to seal (no entry, no release record).
     pub(crate) fn is_empty(&self) -> bool {
-        self.entries == 0
+        self.entries == 0 && self.releases.is_empty()
+    }
+
+    /// Adds release records, keeping the highest id per region.
+    pub(crate) fn add_releases(&mut self, records: impl IntoIterator<Item = (RegionId, EntryId)>) {
+        for (region, through) in records {
+            let slot = self.releases.entry(region).or_insert(through);
+            *slot = (*slot).max(through);
+        }
     }
 
     /// Whether every region of an append still has positions left here.
@@ -95,7 +109,14 @@ impl OpenBatch {
                 .into_iter()
                 .map(|(region, entries)| Segment { region, entries })
                 .collect(),
-            releases: Vec::new(),
+            releases: self
+                .releases
+                .iter()
+                .map(|(region, through)| ReleaseRecord {
+                    region: *region,
+                    released_through: *through,
+                })
+                .collect(),
         }
     }
 }
@@ -107,7 +128,10 @@ mod tests {
     #[test]
     fn ids_follow_sequence_and_positions_per_region() {
         let mut b = OpenBatch::new(7, Instant::now());
-        let ids = b.admit(vec![(1, Bytes::from_static(b"a")), (2, Bytes::from_static(b"b"))]);
+        let ids = b.admit(vec![
+            (1, Bytes::from_static(b"a")),
+            (2, Bytes::from_static(b"b")),
+        ]);
         assert_eq!(ids, vec![format::entry_id(7, 1), format::entry_id(7, 1)]);
         let ids = b.admit(vec![(1, Bytes::from_static(b"cc"))]);
         assert_eq!(ids, vec![format::entry_id(7, 2)]);
@@ -115,7 +139,10 @@ mod tests {
         assert_eq!(b.entries, 3);
         assert_eq!(b.encoded_bytes(), 4 + 3 * 12 + 2 * 48);
         let last: Vec<_> = b.last_ids().collect();
-        assert_eq!(last, vec![(1, format::entry_id(7, 2)), (2, format::entry_id(7, 1))]);
+        assert_eq!(
+            last,
+            vec![(1, format::entry_id(7, 2)), (2, format::entry_id(7, 1))]
+        );
     }
 
     #[test]

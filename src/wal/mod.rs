@@ -18,7 +18,7 @@ use crate::catalog::{Catalog, IndexedObject};
 use crate::config::Config;
 use crate::error::Error;
 use crate::format::{self, Link};
-use crate::metrics as m;
+use crate::metrics::StoreMetrics;
 use crate::storage::keys::Prefix;
 use crate::storage::Storage;
 use crate::{EntryId, RegionId};
@@ -87,6 +87,17 @@ impl Shared {
     }
 }
 
+/// A recovered state to start an actor on.
+pub(crate) struct Launch {
+    pub(crate) storage: Storage,
+    pub(crate) prefix: Prefix,
+    pub(crate) config: Config,
+    pub(crate) epoch: u64,
+    pub(crate) catalog: Catalog,
+    pub(crate) watermarks: HashMap<RegionId, EntryId>,
+    pub(crate) next_sequence: u64,
+}
+
 struct Handle {
     tx: flume::Sender<Command>,
     shared: Arc<Shared>,
@@ -143,31 +154,15 @@ impl Wal {
         catalog
             .insert(start)
             .map_err(|e| Error::recovery(e.to_string()))?;
-        metrics::histogram!(m::RECOVERY_SECONDS).record(started.elapsed().as_secs_f64());
-        metrics::gauge!(m::INDEXED_OBJECTS).set(catalog.len() as f64);
-        metrics::gauge!(m::INDEXED_BYTES).set(catalog.bytes() as f64);
+        let metrics = StoreMetrics::new(prefix.as_str());
+        metrics.recovery.record(started.elapsed().as_secs_f64());
         tracing::info!(
             epoch,
             objects = catalog.len(),
             orphans = recovered.selection.orphans.len(),
             "recovered"
         );
-
-        let shared = Arc::new(Shared::default());
-        let acked: Vec<_> = catalog
-            .regions()
-            .into_iter()
-            .map(|r| (r, catalog.last_id(r)))
-            .collect();
-        shared.acknowledge(&acked);
-        let read = ReadContext {
-            storage: storage.clone(),
-            prefix: prefix.clone(),
-            policy: config.on_corrupted_segment,
-            holes: shared.holes.clone(),
-        };
-        let (tx, rx) = flume::unbounded();
-        let actor = Actor::new(Start {
+        Ok(Wal::spawn(Launch {
             storage,
             prefix,
             config,
@@ -175,12 +170,45 @@ impl Wal {
             catalog,
             watermarks,
             next_sequence,
+        }))
+    }
+
+    /// Starts the actor on a recovered state.
+    pub(crate) fn spawn(launch: Launch) -> Wal {
+        let metrics = StoreMetrics::new(launch.prefix.as_str());
+        metrics.indexed_objects.set(launch.catalog.len() as f64);
+        metrics.indexed_bytes.set(launch.catalog.bytes() as f64);
+        let shared = Arc::new(Shared::default());
+        let acked: Vec<_> = launch
+            .catalog
+            .regions()
+            .into_iter()
+            .map(|r| (r, launch.catalog.last_id(r)))
+            .collect();
+        shared.acknowledge(&acked);
+        let read = ReadContext {
+            storage: launch.storage.clone(),
+            prefix: launch.prefix.clone(),
+            policy: launch.config.on_corrupted_segment,
+            holes: shared.holes.clone(),
+            metrics: metrics.clone(),
+        };
+        let (tx, rx) = flume::unbounded();
+        let actor = Actor::new(Start {
+            storage: launch.storage,
+            prefix: launch.prefix,
+            config: launch.config,
+            epoch: launch.epoch,
+            catalog: launch.catalog,
+            watermarks: launch.watermarks,
+            next_sequence: launch.next_sequence,
             shared: shared.clone(),
+            metrics,
         });
         tokio::spawn(actor.run(rx));
-        Ok(Wal {
+        Wal {
             handle: Arc::new(Handle { tx, shared, read }),
-        })
+        }
     }
 
     async fn call<T>(&self, command: impl FnOnce(actor::Reply<T>) -> Command) -> Result<T, Error> {
@@ -224,6 +252,15 @@ impl Wal {
     pub async fn obsolete(&self, region: RegionId, id: EntryId) -> Result<(), Error> {
         self.call(|reply| Command::Obsolete { region, id, reply })
             .await
+    }
+
+    /// Drops `region` durably: records that it is released through the
+    /// largest id ever handed out for it, in an object sealed at once, and
+    /// returns once that object is durable and indexed (in both ack modes).
+    /// From then on the region reads as empty, appends to it are refused,
+    /// and it never pins the collection of objects.
+    pub async fn release_region(&self, region: RegionId) -> Result<(), Error> {
+        self.call(|reply| Command::Release { region, reply }).await
     }
 
     /// The largest acknowledged entry id of `region`; 0 when it has none.
@@ -320,6 +357,7 @@ impl WalReader {
             catalog: Arc::new(recovered.catalog),
             orphans: Arc::new(recovered.selection.orphans),
             read: ReadContext {
+                metrics: StoreMetrics::new(prefix.as_str()),
                 storage,
                 prefix,
                 policy: config.on_corrupted_segment,

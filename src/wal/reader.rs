@@ -23,7 +23,7 @@ use crate::catalog::SegmentRef;
 use crate::config::CorruptionPolicy;
 use crate::error::Error;
 use crate::format;
-use crate::metrics as m;
+use crate::metrics::StoreMetrics;
 use crate::storage::keys::Prefix;
 use crate::storage::{ObjectStorage, Storage};
 use crate::{EntryId, RegionId};
@@ -78,6 +78,7 @@ pub(crate) struct ReadContext {
     pub(crate) prefix: Prefix,
     pub(crate) policy: CorruptionPolicy,
     pub(crate) holes: Arc<Holes>,
+    pub(crate) metrics: StoreMetrics,
 }
 
 struct ReadState {
@@ -132,16 +133,17 @@ impl ReadState {
         for segment in page.segments {
             let from = self.next.max(page.watermark.saturating_add(1));
             if let Some(entries) = self.fetch(&segment).await? {
-                self.buffer.extend(
-                    entries
-                        .into_iter()
-                        .filter(|(id, _)| *id >= from)
-                        .map(|(id, data)| Entry {
-                            region: self.region,
-                            id,
-                            data,
-                        }),
-                );
+                self.buffer
+                    .extend(
+                        entries
+                            .into_iter()
+                            .filter(|(id, _)| *id >= from)
+                            .map(|(id, data)| Entry {
+                                region: self.region,
+                                id,
+                                data,
+                            }),
+                    );
             }
             self.next = self.next.max(segment.index.last_id.saturating_add(1));
         }
@@ -163,7 +165,10 @@ impl ReadState {
                 .storage
                 .read(&key, index.offset..index.offset + index.len)
                 .await?;
-            metrics::histogram!(m::READ_SECONDS).record(started.elapsed().as_secs_f64());
+            self.ctx
+                .metrics
+                .read
+                .record(started.elapsed().as_secs_f64());
             match format::decode_segment(&bytes, index, segment.sequence) {
                 Ok(entries) => return Ok(Some(entries)),
                 Err(e) => {
@@ -186,7 +191,7 @@ impl ReadState {
                     last_id: index.last_id,
                 };
                 if self.ctx.holes.record(hole) {
-                    metrics::counter!(m::SKIPPED_SEGMENTS_TOTAL).increment(1);
+                    self.ctx.metrics.skipped_segments.increment(1);
                     tracing::error!(key, region = self.region, first_id = index.first_id,
                         last_id = index.last_id, error = %error, "skipping a corrupted segment");
                 }

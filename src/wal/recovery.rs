@@ -216,7 +216,11 @@ pub(crate) async fn write_start_object(
                 });
             }
             CreateOutcome::Stale { epoch: found } => {
-                tracing::info!(key, found, "an earlier epoch's object holds the start sequence; moving on");
+                tracing::info!(
+                    key,
+                    found,
+                    "an earlier epoch's object holds the start sequence; moving on"
+                );
                 sequence += 1;
             }
             CreateOutcome::Conflict { epoch: found } => {
