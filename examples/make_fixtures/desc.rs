@@ -7,9 +7,7 @@
 //! numbers (parse them as integers, not doubles: ids near 2^64 exceed 2^53).
 
 use bytes::Bytes;
-use objwal::format::{
-    entry_id, position_of, Header, Link, Object, ReleaseRecord, Segment,
-};
+use objwal::format::{entry_id, position_of, Header, Link, Object, ReleaseRecord, Segment};
 use serde::{Deserialize, Serialize};
 
 /// The formula of [`Data::Pattern`], spelled out in every JSON that uses it.
@@ -107,7 +105,7 @@ fn to_hex(bytes: &[u8]) -> String {
 }
 
 fn from_hex(s: &str) -> Result<Vec<u8>, String> {
-    if s.len() % 2 != 0 {
+    if !s.len().is_multiple_of(2) {
         return Err(format!("odd-length hex {s:?}"));
     }
     (0..s.len() / 2)
@@ -204,7 +202,10 @@ impl FixtureDesc {
             let mut entries = Vec::with_capacity(s.entries.len());
             for e in &s.entries {
                 if entry_id(h.sequence, e.position) != e.id {
-                    return Err(format!("entry {:#x}: position {} disagrees", e.id, e.position));
+                    return Err(format!(
+                        "entry {:#x}: position {} disagrees",
+                        e.id, e.position
+                    ));
                 }
                 entries.push((e.id, e.data.bytes()?));
             }

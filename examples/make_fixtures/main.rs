@@ -169,7 +169,11 @@ fn main() -> Result<(), Box<dyn Error>> {
         for ext in ["wal", "json"] {
             let path = dir.join(format!("{name}.{ext}"));
             if path.exists() {
-                return Err(format!("{} exists: fixtures are frozen, never regenerated", path.display()).into());
+                return Err(format!(
+                    "{} exists: fixtures are frozen, never regenerated",
+                    path.display()
+                )
+                .into());
             }
         }
     }
