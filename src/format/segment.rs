@@ -92,7 +92,9 @@ pub(crate) fn encode_frames(entries: &[(u64, Bytes)], out: &mut Vec<u8>) {
 /// Decodes one segment. `bytes` is exactly the segment's bytes (the range of
 /// `index` in the object); checks its CRC, its frames, and its ids against
 /// `index` and `sequence`. Zero-copy: the payloads are slices of `bytes`.
-/// Offsets in errors are object offsets (from `index.offset`).
+/// Offsets in errors are object offsets (from `index.offset`); an `index`
+/// that breaks a footer rule is reported under its footer field name at the
+/// segment's offset, since its footer entry's offset is not known here.
 pub fn decode_segment(
     bytes: &Bytes,
     index: &SegmentIndex,

@@ -3,4 +3,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 mod common;
+mod format_fixtures;
+mod format_robustness;
+mod format_roundtrip;
 mod wal_basic;
