@@ -67,6 +67,10 @@ pub struct Catalog {
     /// Per region: the highest released-through id of the indexed release records.
     released: HashMap<RegionId, EntryId>,
     bytes: u64,
+    /// Test hook: sequences this catalog refuses, to drive the refusal path
+    /// of its owner (valid objects never break an invariant).
+    #[cfg(test)]
+    refuse: std::collections::BTreeSet<u64>,
 }
 
 impl Catalog {
@@ -100,6 +104,10 @@ impl Catalog {
                 reason,
             })
         };
+        #[cfg(test)]
+        if self.refuse.contains(&object.sequence) {
+            return refuse("refused by a test hook".into());
+        }
         if let Some((&last, _)) = self.objects.last_key_value() {
             if object.sequence <= last {
                 return refuse(format!(
@@ -138,6 +146,12 @@ impl Catalog {
             }
         }
         Ok(())
+    }
+
+    /// Test hook: makes the catalog refuse the object of `sequence`.
+    #[cfg(test)]
+    pub(crate) fn refuse_for_test(&mut self, sequence: u64) {
+        self.refuse.insert(sequence);
     }
 
     /// Checks every invariant over the whole catalog. Used after every

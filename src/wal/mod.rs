@@ -422,3 +422,6 @@ impl SegmentSource for Catalog {
         Box::pin(async move { Ok(page) })
     }
 }
+
+#[cfg(test)]
+mod tests;

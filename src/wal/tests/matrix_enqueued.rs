@@ -1,0 +1,1 @@
+//! The failure matrix of enqueued acknowledgement.
