@@ -53,7 +53,10 @@ async fn failure_matrix_enqueued() {
     let table = rows();
     let names: BTreeSet<_> = table.iter().map(|(name, _)| *name).collect();
     let required: BTreeSet<_> = REQUIRED.iter().copied().collect();
-    assert_eq!(names, required, "the matrix must hold exactly the required rows");
+    assert_eq!(
+        names, required,
+        "the matrix must hold exactly the required rows"
+    );
     for (name, row) in table {
         eprintln!("row: {name}");
         row().await;
@@ -78,11 +81,17 @@ async fn returns_on_admission() {
     let barrier = tokio::spawn(async move { w.wait_durable(1, ids[0]).await });
     t.faulty.wait_held(1).await;
     tokio::task::yield_now().await;
-    assert!(!barrier.is_finished(), "not durable while the create is held");
+    assert!(
+        !barrier.is_finished(),
+        "not durable while the create is held"
+    );
     assert!(t.faulty.inner().read(&t.key(2), 0..1).await.is_err());
     t.faulty.release_all();
     barrier.await.unwrap().unwrap();
-    assert!(t.faulty.inner().read(&t.key(2), 0..1).await.is_ok(), "the object exists");
+    assert!(
+        t.faulty.inner().read(&t.key(2), 0..1).await.is_ok(),
+        "the object exists"
+    );
     t.faulty.hold_creates(false);
     wal.stop().await.unwrap();
 }
@@ -112,7 +121,10 @@ async fn byte_bound_stalls() {
         tokio::task::yield_now().await;
     }
     assert_eq!(t.counter(m::STALLED_APPENDS_TOTAL), 1);
-    assert!(!stalled.is_finished(), "3000 unpersisted bytes reach the 2048 bound");
+    assert!(
+        !stalled.is_finished(),
+        "3000 unpersisted bytes reach the 2048 bound"
+    );
     assert!(t.faulty.release(&t.key(2)));
     stalled.await.unwrap().unwrap();
     t.faulty.hold_creates(false);
@@ -143,7 +155,11 @@ async fn age_bound_stalls() {
         }
         tokio::task::yield_now().await;
     }
-    assert_eq!(t.counter(m::STALLED_APPENDS_TOTAL), 1, "the oldest admission is 60ms old");
+    assert_eq!(
+        t.counter(m::STALLED_APPENDS_TOTAL),
+        1,
+        "the oldest admission is 60ms old"
+    );
     assert!(!stalled.is_finished());
     t.faulty.hold_creates(false);
     t.faulty.release_all();
@@ -163,7 +179,9 @@ async fn stop_releases_stalled() {
     );
     let wal = t.open().await;
     t.faulty.hold_creates(true);
-    wal.append(vec![(1, Bytes::from(vec![0u8; 2000]))]).await.unwrap();
+    wal.append(vec![(1, Bytes::from(vec![0u8; 2000]))])
+        .await
+        .unwrap();
     t.faulty.wait_held(1).await;
     let w = wal.clone();
     let stalled = tokio::spawn(async move { w.append(vec![(1, b("late"))]).await });
@@ -180,7 +198,11 @@ async fn stop_releases_stalled() {
     t.faulty.hold_creates(false);
     t.faulty.release_all();
     stop.await.unwrap().unwrap();
-    assert_eq!(read(&t.open().await, 1).await.len(), 1, "the admitted backlog was uploaded");
+    assert_eq!(
+        read(&t.open().await, 1).await.len(),
+        1,
+        "the admitted backlog was uploaded"
+    );
 }
 
 async fn transient_failure_repeats() {
@@ -189,15 +211,24 @@ async fn transient_failure_repeats() {
     t.faulty.hold_creates(true);
     let a = wal.append(vec![(1, b("a"))]).await.unwrap();
     t.faulty.wait_held(1).await;
-    assert!(t.faulty.release_with_error(&t.key(2), StorageErrorKind::Transient));
+    assert!(t
+        .faulty
+        .release_with_error(&t.key(2), StorageErrorKind::Transient));
     // The repeat is held too: the failure has been handled.
     t.faulty.wait_held(1).await;
     let err = wal.append(vec![(1, b("refused"))]).await.unwrap_err();
-    assert!(matches!(err, Error::Failing { .. }) && err.is_retryable(), "{err}");
+    assert!(
+        matches!(err, Error::Failing { .. }) && err.is_retryable(),
+        "{err}"
+    );
     assert!(err.to_string().contains("failing"), "{err}");
     assert_eq!(t.counter(m::REJECTED_APPENDS_TOTAL), 1);
     assert_eq!(t.counter(m::CREATE_FAILURES_TOTAL), 1);
-    assert_eq!(t.faulty.held(), vec![t.key(2)], "the same sequence is repeated");
+    assert_eq!(
+        t.faulty.held(),
+        vec![t.key(2)],
+        "the same sequence is repeated"
+    );
     t.faulty.hold_creates(false);
     t.faulty.release_all();
     wal.wait_durable(1, a[0]).await.unwrap();
@@ -206,11 +237,21 @@ async fn transient_failure_repeats() {
     let size = t.faulty.inner().list(&t.key(2)).await.unwrap()[0].size;
     wal.stop().await.unwrap();
     let first_attempts = t.faulty.counts();
-    assert!(first_attempts.create.bytes >= 2 * size, "both attempts sent the whole object");
+    assert!(
+        first_attempts.create.bytes >= 2 * size,
+        "both attempts sent the whole object"
+    );
     let wal = t.open().await;
-    assert_eq!(read(&wal, 1).await, ["a", "c"], "nothing lost or duplicated");
+    assert_eq!(
+        read(&wal, 1).await,
+        ["a", "c"],
+        "nothing lost or duplicated"
+    );
     let object = format::decode(&t.faulty.inner().read(&t.key(2), 0..size).await.unwrap()).unwrap();
-    assert_eq!(object.segments[0].entries[0].0, a[0], "the repeat kept the acknowledged id");
+    assert_eq!(
+        object.segments[0].entries[0].0, a[0],
+        "the repeat kept the acknowledged id"
+    );
 }
 
 async fn stop_uploads_backlog() {
@@ -228,7 +269,10 @@ async fn stop_uploads_backlog() {
     assert_eq!(t.sequences().await, vec![1], "nothing sealed yet");
     wal.stop().await.unwrap();
     let wal = t.open().await;
-    assert_eq!((read(&wal, 1).await, read(&wal, 2).await), (vec!["a".to_owned()], vec!["b".to_owned()]));
+    assert_eq!(
+        (read(&wal, 1).await, read(&wal, 2).await),
+        (vec!["a".to_owned()], vec!["b".to_owned()])
+    );
 }
 
 fn slow_flush(prefix: &str) -> Bench {
@@ -246,13 +290,17 @@ async fn stop_after_permanent_failure() {
     let t = slow_flush("e-stop-permanent");
     let wal = t.open().await;
     wal.append(vec![(1, b("abc"))]).await.unwrap();
-    t.faulty.fail_next(Op::Create, "objects/", 1, StorageErrorKind::Permanent);
+    t.faulty
+        .fail_next(Op::Create, "objects/", 1, StorageErrorKind::Permanent);
     let err = wal.stop().await.unwrap_err();
     match &err {
         Error::Lost { entries, bytes, .. } => assert_eq!((*entries, *bytes), (1, 3), "{err}"),
         other => panic!("{other}"),
     }
-    assert!(err.to_string().contains("1 acknowledged entries (3 bytes)"), "{err}");
+    assert!(
+        err.to_string().contains("1 acknowledged entries (3 bytes)"),
+        "{err}"
+    );
     // Idempotent: a second stop reports the same loss.
     assert!(matches!(wal.stop().await, Err(Error::Lost { .. })));
     assert!(read(&t.open().await, 1).await.is_empty());
@@ -262,10 +310,25 @@ async fn stop_after_exhausted_budget() {
     let t = slow_flush("e-stop-budget");
     let wal = t.open().await;
     wal.append(vec![(1, b("a")), (2, b("bb"))]).await.unwrap();
-    t.faulty.fail_next(Op::Create, "objects/", 1000, StorageErrorKind::Transient);
+    t.faulty
+        .fail_next(Op::Create, "objects/", 1000, StorageErrorKind::Transient);
     let err = wal.stop().await.unwrap_err();
-    assert!(matches!(err, Error::Lost { entries: 2, bytes: 3, .. }), "{err}");
-    assert_eq!(t.faulty.counts().create.failures, 5, "the stop's retry budget");
+    assert!(
+        matches!(
+            err,
+            Error::Lost {
+                entries: 2,
+                bytes: 3,
+                ..
+            }
+        ),
+        "{err}"
+    );
+    assert_eq!(
+        t.faulty.counts().create.failures,
+        5,
+        "the stop's retry budget"
+    );
     t.faulty.clear_faults();
     assert!(read(&t.open().await, 1).await.is_empty());
 }
@@ -279,9 +342,16 @@ async fn obsolete_is_clamped() {
     t.faulty.hold_creates(false);
     t.faulty.release_all();
     wal.wait_durable(1, ids[0]).await.unwrap();
-    assert_eq!(read(&wal, 1).await, ["a"], "the watermark was clamped below the entry");
+    assert_eq!(
+        read(&wal, 1).await,
+        ["a"],
+        "the watermark was clamped below the entry"
+    );
     wal.obsolete(1, ids[0]).await.unwrap();
-    assert!(read(&wal, 1).await.is_empty(), "durable now: the watermark applies");
+    assert!(
+        read(&wal, 1).await.is_empty(),
+        "durable now: the watermark applies"
+    );
     wal.stop().await.unwrap();
 }
 
@@ -304,7 +374,11 @@ async fn crash_with_non_durable_tail() {
     t.faulty.clear_faults();
     let wal = t.open().await;
     let entries = try_read(&wal, 1, 0).await.unwrap();
-    assert_eq!(entries.len(), 1, "the durable entry survives, the tail is lost");
+    assert_eq!(
+        entries.len(),
+        1,
+        "the durable entry survives, the tail is lost"
+    );
     assert_eq!(entries[0].id, a[0]);
     wal.stop().await.unwrap();
 }
