@@ -154,6 +154,38 @@ impl Catalog {
         self.refuse.insert(sequence);
     }
 
+    /// Removes every object below `sequence` (collected objects) and
+    /// returns how many were removed. Release records of the remaining
+    /// objects are kept; those of removed objects go with them (their
+    /// regions have no segment left: every segment of a released region
+    /// lies at or below its release).
+    pub fn remove_below(&mut self, sequence: u64) -> usize {
+        let kept = self.objects.split_off(&sequence);
+        let removed = std::mem::replace(&mut self.objects, kept);
+        if removed.is_empty() {
+            return 0;
+        }
+        for object in removed.values() {
+            self.bytes -= object.size;
+            for segment in &object.segments {
+                if let Some(segments) = self.regions.get_mut(&segment.region) {
+                    segments.remove(&object.sequence);
+                    if segments.is_empty() {
+                        self.regions.remove(&segment.region);
+                    }
+                }
+            }
+        }
+        self.released.clear();
+        for object in self.objects.values() {
+            for record in &object.releases {
+                let through = self.released.entry(record.region).or_insert(0);
+                *through = (*through).max(record.released_through);
+            }
+        }
+        removed.len()
+    }
+
     /// Checks every invariant over the whole catalog. Used after every
     /// change in debug builds and after every step in tests.
     pub fn check_invariants(&self) -> Result<(), CatalogError> {
@@ -334,6 +366,19 @@ pub(crate) mod tests {
         // The refusals changed nothing.
         c.check_invariants().unwrap();
         assert_eq!(c.len(), 1);
+    }
+
+    #[test]
+    fn removing_collected_objects_drops_their_segments() {
+        let mut c = Catalog::new();
+        c.insert(object(1, &[1, 2])).unwrap();
+        c.insert(object(2, &[2])).unwrap();
+        c.insert(object(3, &[1])).unwrap();
+        assert_eq!(c.remove_below(3), 2);
+        c.check_invariants().unwrap();
+        assert_eq!(c.regions(), vec![1]);
+        assert_eq!(c.bytes(), 100);
+        assert_eq!(c.remove_below(3), 0);
     }
 
     #[test]

@@ -308,6 +308,16 @@ struct ActorSource {
 }
 
 impl SegmentSource for ActorSource {
+    fn deleted(&self, sequence: u64) -> BoxFuture<'static, Result<bool, Error>> {
+        let tx = self.tx.clone();
+        Box::pin(async move {
+            let (reply, answer) = oneshot::channel();
+            tx.send(Command::Deleted { sequence, reply })
+                .map_err(|_| Error::stopped())?;
+            answer.await.map_err(|_| Error::stopped())?
+        })
+    }
+
     fn page(
         &self,
         region: RegionId,
@@ -403,6 +413,11 @@ impl WalReader {
 }
 
 impl SegmentSource for Catalog {
+    fn deleted(&self, _sequence: u64) -> BoxFuture<'static, Result<bool, Error>> {
+        // A reader never collects: a missing object is an error for it.
+        Box::pin(async { Ok(false) })
+    }
+
     fn page(
         &self,
         region: RegionId,

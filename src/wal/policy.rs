@@ -21,6 +21,9 @@ pub(crate) enum SealReason {
     Positions,
     /// A caller needs it durable now (release, stop, backlog bound).
     Requested,
+    /// An idle store carries a reclaim boundary that frees objects (the
+    /// only seal of an empty batch).
+    Collect,
 }
 
 impl SealReason {
@@ -30,6 +33,7 @@ impl SealReason {
             SealReason::Timer => "timer",
             SealReason::Positions => "positions",
             SealReason::Requested => "requested",
+            SealReason::Collect => "collect",
         }
     }
 }

@@ -48,6 +48,10 @@ pub(crate) trait SegmentSource: Send + Sync + 'static {
         from: EntryId,
         limit: usize,
     ) -> BoxFuture<'static, Result<SegmentPage, Error>>;
+
+    /// Whether collection deleted the object of `sequence` (so a read that
+    /// finds it missing skips it instead of failing).
+    fn deleted(&self, sequence: u64) -> BoxFuture<'static, Result<bool, Error>>;
 }
 
 /// The holes reads have found, shared by every handle of one store.
@@ -160,11 +164,19 @@ impl ReadState {
         let mut last_error = None;
         for attempt in 0..2 {
             let started = Instant::now();
-            let bytes = self
+            let bytes = match self
                 .ctx
                 .storage
                 .read(&key, index.offset..index.offset + index.len)
-                .await?;
+                .await
+            {
+                Ok(bytes) => bytes,
+                Err(e) if e.is_not_found() && self.source.deleted(segment.sequence).await? => {
+                    tracing::debug!(key, "skipping an object collected under the read");
+                    return Ok(None);
+                }
+                Err(e) => return Err(e.into()),
+            };
             self.ctx
                 .metrics
                 .read

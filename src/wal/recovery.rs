@@ -72,8 +72,6 @@ pub(crate) struct Recovered {
     pub(crate) catalog: Catalog,
     /// The chain selection.
     pub(crate) selection: Selection,
-    /// Every object read, by sequence.
-    pub(crate) objects: BTreeMap<u64, RecoveredObject>,
 }
 
 /// Lists `prefix` and rebuilds its catalog. Writes nothing.
@@ -117,11 +115,7 @@ pub(crate) async fn recover(
                 .map_err(|e| Error::recovery(e.to_string()))?;
         }
     }
-    Ok(Recovered {
-        catalog,
-        selection,
-        objects,
-    })
+    Ok(Recovered { catalog, selection })
 }
 
 /// Reads the tail window of one object (and the footer or the release

@@ -222,6 +222,7 @@ impl Actor {
         };
         let watermark = self.watermarks.entry(region).or_insert(0);
         *watermark = (*watermark).max(id);
+        self.arm_collect();
         Ok(())
     }
 

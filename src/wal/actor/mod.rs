@@ -27,7 +27,7 @@
 //! batches are ignored (their objects are orphans). Release records of a
 //! failed batch are kept and sealed into the next object.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -54,6 +54,7 @@ use super::reader::SegmentPage;
 use super::Shared;
 
 mod admit;
+mod collect;
 mod pipeline;
 mod stop;
 
@@ -96,6 +97,11 @@ pub(crate) enum Command {
         from: EntryId,
         limit: usize,
         reply: Reply<SegmentPage>,
+    },
+    /// Whether collection deleted the object of `sequence`.
+    Deleted {
+        sequence: u64,
+        reply: Reply<bool>,
     },
     Stop {
         reply: Reply<()>,
@@ -264,6 +270,14 @@ pub(crate) struct Actor {
     exhausted: bool,
     stopping: Option<Stopping>,
     lost: Loss,
+    /// The collection pass in flight (at most one).
+    passes: FuturesUnordered<JoinHandle<collect::Pass>>,
+    /// Every object below this was deleted.
+    collected_boundary: u64,
+    /// Sequences collection deleted (the latest ones), for reads.
+    deleted: BTreeSet<u64>,
+    /// When collection runs again (a retry, or the idle tick).
+    collect_at: Option<Instant>,
 }
 
 impl Actor {
@@ -304,12 +318,17 @@ impl Actor {
             exhausted: false,
             stopping: None,
             lost: Loss::default(),
+            passes: FuturesUnordered::new(),
+            collected_boundary: 0,
+            deleted: BTreeSet::new(),
+            collect_at: None,
         }
     }
 
     /// Runs until stopped, or until every handle is gone (a crash, as far as
     /// the log is concerned: nothing more is created).
     pub(crate) async fn run(mut self, rx: flume::Receiver<Command>) {
+        self.maybe_collect();
         loop {
             if self.stop_is_complete() {
                 self.finish_stop();
@@ -321,6 +340,7 @@ impl Actor {
                 .filter(|o| !o.batch.is_empty())
                 .map(|o| self.policy.deadline(o.batch.opened_at));
             let kept_at = self.kept_deadline;
+            let collect_at = self.collect_at;
             let retry_at = self
                 .failing
                 .as_ref()
@@ -329,6 +349,7 @@ impl Actor {
             tokio::select! {
                 biased;
                 Some(done) = self.creates.next(), if !self.creates.is_empty() => self.on_join(done),
+                Some(done) = self.passes.next(), if !self.passes.is_empty() => self.on_pass(done),
                 command = rx.recv_async() => match command {
                     Ok(command) => self.handle(command),
                     Err(_) => {
@@ -339,6 +360,7 @@ impl Actor {
                 () = sleep_until(flush_at), if flush_at.is_some() => self.seal(SealReason::Timer),
                 () = sleep_until(kept_at), if kept_at.is_some() => self.on_kept_tick(),
                 () = sleep_until(retry_at), if retry_at.is_some() => self.start_creates(),
+                () = sleep_until(collect_at), if collect_at.is_some() => self.on_collect_tick(),
             }
         }
     }
@@ -363,6 +385,9 @@ impl Actor {
             } => {
                 let _ = reply.send(self.on_segments(region, from, limit));
             }
+            Command::Deleted { sequence, reply } => {
+                let _ = reply.send(Ok(self.was_deleted(sequence)));
+            }
             Command::Stop { reply } => self.on_stop(reply),
         }
     }
@@ -386,6 +411,9 @@ impl Actor {
             if let Some(abort) = &sealed.abort {
                 abort.abort();
             }
+        }
+        for pass in self.passes.iter() {
+            pass.abort();
         }
         tracing::debug!(prefix = %self.prefix, "every handle dropped; the actor ends");
     }

@@ -21,7 +21,8 @@ use super::{retry_delay, Actor, Failing, FlightState, Sealed, Waiter};
 impl Actor {
     /// Seals the open batch (if it holds anything) into the pipeline.
     pub(super) fn seal(&mut self, reason: SealReason) {
-        let Some(mut open) = self.open.take_if(|o| !o.batch.is_empty()) else {
+        let collect = reason == SealReason::Collect;
+        let Some(mut open) = self.open.take_if(|o| collect || !o.batch.is_empty()) else {
             return;
         };
         if !self.kept_releases.is_empty() && self.failing.is_none() {
@@ -109,7 +110,7 @@ impl Actor {
     /// The boundary an object sealed now at `sequence` carries: the lowest
     /// sequence that may still hold a live entry, indexed or in the pipeline,
     /// never below a boundary already carried.
-    fn reclaim_boundary(&self, sequence: u64) -> u64 {
+    pub(super) fn reclaim_boundary(&self, sequence: u64) -> u64 {
         let watermarks = &self.watermarks;
         let live = self
             .catalog
@@ -342,6 +343,7 @@ impl Actor {
             }
         }
         self.publish_unpersisted();
+        self.maybe_collect();
     }
 
     /// Durable mode: fails every batch not yet indexed; their sequences stay

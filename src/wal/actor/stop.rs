@@ -116,6 +116,7 @@ impl Actor {
     /// Whether the stop has nothing left to wait for.
     pub(super) fn stop_is_complete(&self) -> bool {
         self.stopping.is_some()
+            && self.passes.is_empty()
             && (self.poisoned.is_some()
                 || (self.pipeline.is_empty()
                     && self.open.as_ref().is_none_or(|o| o.batch.is_empty())))

@@ -1,0 +1,191 @@
+//! Garbage collection by the persisted reclaim boundary.
+//!
+//! Every object carries the boundary computed when it was sealed: the
+//! lowest sequence that may still hold a live entry. Once an object carrying
+//! a boundary is durable and indexed, every object below that boundary
+//! (indexed, orphaned, failed or never created) is garbage. A pass lists the
+//! prefix, takes at most [`PASS_LIMIT`] keys below the boundary and deletes
+//! them, at most [`DELETES_IN_FLIGHT`] at a time, in a background task; the
+//! append path never waits for it. A failed delete is counted, logged and
+//! retried by a later pass. Nothing is collected after stop or poison, and a
+//! stop waits for a pass in flight.
+//!
+//! An idle store still collects: when the boundary it would write now is
+//! ahead of the durable one and indexed objects lie below it, a tick writes
+//! one empty object that carries it (at most once per flush interval).
+
+use futures::{StreamExt, TryFutureExt};
+use tokio::task::JoinError;
+use tokio::time::Instant;
+
+use crate::storage::keys::Prefix;
+use crate::storage::{ObjectStorage, Storage, StorageError};
+
+use super::super::policy::SealReason;
+use super::Actor;
+
+/// Keys a pass looks at.
+pub(crate) const PASS_LIMIT: usize = 256;
+/// Deletes in flight at once.
+pub(crate) const DELETES_IN_FLIGHT: usize = 4;
+/// Deleted sequences remembered for reads that meet them.
+const REMEMBERED: usize = 1 << 16;
+
+/// What a pass did.
+#[derive(Debug)]
+pub(crate) struct Pass {
+    boundary: u64,
+    deleted: Vec<u64>,
+    failed: Vec<(u64, StorageError)>,
+    more: bool,
+    list_error: Option<StorageError>,
+}
+
+impl Actor {
+    /// Starts a pass if the durable boundary passed what was collected.
+    pub(super) fn maybe_collect(&mut self) {
+        if self.refusal().is_some() || !self.passes.is_empty() {
+            return;
+        }
+        let Some(tip) = self.catalog.tip() else {
+            return;
+        };
+        // The tip is never collected.
+        let boundary = tip.reclaim_boundary.min(tip.sequence);
+        if boundary <= self.collected_boundary {
+            return;
+        }
+        let removed = self.catalog.remove_below(boundary);
+        if removed > 0 {
+            self.metrics.indexed_objects.set(self.catalog.len() as f64);
+            self.metrics.indexed_bytes.set(self.catalog.bytes() as f64);
+        }
+        tracing::debug!(boundary, removed, "collecting below the reclaim boundary");
+        let storage = self.storage.clone();
+        let prefix = self.prefix.clone();
+        self.passes
+            .push(tokio::spawn(collect(storage, prefix, boundary)));
+    }
+
+    pub(super) fn on_pass(&mut self, done: Result<Pass, JoinError>) {
+        let pass = match done {
+            Ok(pass) => pass,
+            Err(e) => {
+                tracing::warn!(error = %e, "a collection pass ended early");
+                self.retry_collect_later();
+                return;
+            }
+        };
+        self.metrics
+            .deleted_objects
+            .increment(pass.deleted.len() as u64);
+        self.deleted.extend(pass.deleted.iter().copied());
+        while self.deleted.len() > REMEMBERED {
+            self.deleted.pop_first();
+        }
+        if let Some(error) = &pass.list_error {
+            tracing::warn!(%error, "listing for collection failed; retried later");
+            self.retry_collect_later();
+        } else if !pass.failed.is_empty() {
+            self.metrics
+                .failed_deletes
+                .increment(pass.failed.len() as u64);
+            for (sequence, error) in &pass.failed {
+                tracing::warn!(sequence, %error, "delete failed; retried later");
+            }
+            self.retry_collect_later();
+        } else if !pass.more {
+            self.collected_boundary = pass.boundary;
+        }
+        self.maybe_collect();
+    }
+
+    fn retry_collect_later(&mut self) {
+        if self.collect_at.is_none() {
+            self.collect_at = Some(Instant::now() + self.config.flush_interval);
+        }
+    }
+
+    /// Arms the collection tick (after a watermark moved).
+    pub(super) fn arm_collect(&mut self) {
+        self.retry_collect_later();
+    }
+
+    /// The collection tick: retry a failed pass, and let an idle store carry
+    /// a boundary that would free indexed objects in one empty object.
+    pub(super) fn on_collect_tick(&mut self) {
+        self.collect_at = None;
+        if self.refusal().is_some() {
+            return;
+        }
+        self.maybe_collect();
+        let idle = self.open.as_ref().is_none_or(|o| o.batch.is_empty())
+            && self.pipeline.is_empty()
+            && self.failing.is_none();
+        if !idle {
+            return;
+        }
+        let durable = self.catalog.tip().map_or(0, |t| t.reclaim_boundary);
+        let next = self.reclaim_boundary(self.next_sequence);
+        let frees = self
+            .catalog
+            .objects()
+            .next()
+            .is_some_and(|o| o.sequence < next);
+        if next > durable && frees {
+            if let Err(e) = self.open_batch(Instant::now()) {
+                tracing::warn!(error = %e, "cannot write an object to carry the reclaim boundary");
+                return;
+            }
+            self.seal(SealReason::Collect);
+        }
+    }
+
+    /// Whether the object of `sequence` was deleted by collection.
+    pub(super) fn was_deleted(&self, sequence: u64) -> bool {
+        self.deleted.contains(&sequence)
+    }
+}
+
+/// One pass: list, then delete up to [`PASS_LIMIT`] objects below `boundary`.
+async fn collect(storage: Storage, prefix: Prefix, boundary: u64) -> Pass {
+    let mut pass = Pass {
+        boundary,
+        deleted: Vec::new(),
+        failed: Vec::new(),
+        more: false,
+        list_error: None,
+    };
+    let listed = match storage.list(&prefix.objects_prefix()).await {
+        Ok(listed) => listed,
+        Err(e) => {
+            pass.list_error = Some(e);
+            return pass;
+        }
+    };
+    let mut victims: Vec<(u64, String)> = listed
+        .into_iter()
+        .filter_map(|meta| {
+            let sequence = prefix.parse_object_key(&meta.key)?;
+            (sequence < boundary).then_some((sequence, meta.key))
+        })
+        .collect();
+    pass.more = victims.len() > PASS_LIMIT;
+    victims.truncate(PASS_LIMIT);
+    let results: Vec<(u64, Result<(), StorageError>)> = futures::stream::iter(victims)
+        .map(|(sequence, key)| {
+            let storage = storage.clone();
+            async move { storage.delete(&key).await }
+                .map_ok_or_else(move |e| (sequence, Err(e)), move |()| (sequence, Ok(())))
+        })
+        .buffer_unordered(DELETES_IN_FLIGHT)
+        .collect()
+        .await;
+    for (sequence, result) in results {
+        match result {
+            Ok(()) => pass.deleted.push(sequence),
+            Err(e) => pass.failed.push((sequence, e)),
+        }
+    }
+    pass
+}
