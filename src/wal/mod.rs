@@ -260,7 +260,15 @@ impl Wal {
     /// From then on the region reads as empty, appends to it are refused,
     /// and it never pins the collection of objects.
     pub async fn release_region(&self, region: RegionId) -> Result<(), Error> {
-        self.call(|reply| Command::Release { region, reply }).await
+        match self.call(|reply| Command::Release { region, reply }).await {
+            Err(Error::Stopped { detail: None }) => Err(Error::Stopped {
+                detail: Some(
+                    format!("a stopped store keeps no release; region {region} was not released")
+                        .into(),
+                ),
+            }),
+            other => other,
+        }
     }
 
     /// The largest acknowledged entry id of `region`; 0 when it has none.

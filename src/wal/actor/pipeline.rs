@@ -21,15 +21,19 @@ use super::{retry_delay, Actor, Failing, FlightState, Sealed, Waiter};
 impl Actor {
     /// Seals the open batch (if it holds anything) into the pipeline.
     pub(super) fn seal(&mut self, reason: SealReason) {
+        // Kept release records ride with any batch sealed while the store
+        // is not failing.
+        if self.failing.is_none() && !self.kept_releases.is_empty() {
+            if let Some(open) = self.open.as_mut() {
+                open.batch
+                    .add_releases(std::mem::take(&mut self.kept_releases));
+                self.kept_deadline = None;
+            }
+        }
         let collect = reason == SealReason::Collect;
-        let Some(mut open) = self.open.take_if(|o| collect || !o.batch.is_empty()) else {
+        let Some(open) = self.open.take_if(|o| collect || !o.batch.is_empty()) else {
             return;
         };
-        if !self.kept_releases.is_empty() && self.failing.is_none() {
-            open.batch
-                .add_releases(std::mem::take(&mut self.kept_releases));
-            self.kept_deadline = None;
-        }
         let batch = open.batch;
         let sequence = batch.sequence;
         let span = tracing::debug_span!("seal", sequence, reason = reason.as_str());

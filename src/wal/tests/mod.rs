@@ -18,6 +18,7 @@ use crate::{Config, Entry, EntryId, Error, RegionId, Storage, Wal};
 mod matrix;
 mod matrix_enqueued;
 mod recovery;
+mod release;
 
 /// A metrics recorder that keeps counters (never reset) per name and prefix
 /// label, so parallel tests read only their own store's deltas.

@@ -1,0 +1,311 @@
+//! Region release: its behaviour and the failure matrix of its paths.
+//!
+//! Paused time: ticks and retry delays advance only when every task waits.
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use futures::FutureExt;
+
+use crate::config::AckMode;
+use crate::format::{self, Header, Link, Object};
+use crate::metrics as m;
+use crate::storage::fault::Op;
+use crate::storage::{ObjectStorage, StorageErrorKind};
+use crate::{Error, WalReader};
+
+use super::*;
+
+type Row = (&'static str, fn() -> BoxFuture<'static, ()>);
+
+pub(crate) const REQUIRED: &[&str] = &[
+    "a release is durable and indexed; the region reads empty and refuses appends",
+    "a release whose batch failed is sealed on the next tick without entries",
+    "a release while failing is refused, kept coalesced, and sealed after a success",
+    "a release pending when the store starts failing fails and stays in the backlog",
+    "a failed release then a stop: the last object carries it",
+    "a stop of a failing store whose final creates succeed seals the rejected release",
+    "a final create that fails: stop returns the error",
+    "a stopped or poisoned store keeps no failed release",
+];
+
+fn rows() -> Vec<Row> {
+    vec![
+        (REQUIRED[0], || release_is_durable().boxed()),
+        (REQUIRED[1], || failed_release_sealed_on_tick().boxed()),
+        (REQUIRED[2], || release_while_failing().boxed()),
+        (REQUIRED[3], || {
+            release_pending_when_failing_starts().boxed()
+        }),
+        (REQUIRED[4], || failed_release_then_stop().boxed()),
+        (REQUIRED[5], || {
+            failing_stop_seals_rejected_release().boxed()
+        }),
+        (REQUIRED[6], || final_create_fails().boxed()),
+        (REQUIRED[7], || stopped_or_poisoned_keeps_nothing().boxed()),
+    ]
+}
+
+#[tokio::test(start_paused = true)]
+async fn failure_matrix_release() {
+    let table = rows();
+    let names: BTreeSet<_> = table.iter().map(|(name, _)| *name).collect();
+    let required: BTreeSet<_> = REQUIRED.iter().copied().collect();
+    assert_eq!(
+        names, required,
+        "the matrix must hold exactly the required rows"
+    );
+    for (name, row) in table {
+        eprintln!("row: {name}");
+        row().await;
+    }
+}
+
+fn enqueued() -> Config {
+    Config {
+        ack_mode: AckMode::Enqueued,
+        max_unpersisted_age: Duration::from_secs(3600),
+        ..config()
+    }
+}
+
+fn slow(config: Config) -> Config {
+    Config {
+        flush_interval: Duration::from_secs(3600),
+        max_unpersisted_age: Duration::from_secs(7200),
+        ..config
+    }
+}
+
+/// Whether `region` is released after a reopen (appends to it are refused).
+async fn released_after_reopen(t: &Bench, region: u64) -> bool {
+    let wal = t.open().await;
+    let refused = matches!(
+        wal.append(vec![(region, b("x"))]).await,
+        Err(Error::RegionReleased { .. })
+    );
+    wal.stop().await.unwrap();
+    refused
+}
+
+async fn release_is_durable() {
+    for mode in [AckMode::Durable, AckMode::Enqueued] {
+        let t = Bench::new(
+            &format!("rel-durable-{mode:?}"),
+            Config {
+                ack_mode: mode,
+                ..enqueued()
+            },
+        );
+        let wal = t.open().await;
+        let ids = wal.append(vec![(1, b("a")), (2, b("b"))]).await.unwrap();
+        wal.wait_durable(1, ids[0]).await.unwrap();
+        t.faulty.hold_creates(true);
+        let w = wal.clone();
+        let release = tokio::spawn(async move { w.release_region(1).await });
+        t.faulty.wait_held(1).await;
+        assert!(
+            !release.is_finished(),
+            "{mode:?}: returns only once durable"
+        );
+        t.faulty.hold_creates(false);
+        t.faulty.release_all();
+        release.await.unwrap().unwrap();
+        assert_eq!(t.counter(m::RELEASE_RECORDS_TOTAL), 1);
+        assert!(read(&wal, 1).await.is_empty(), "reads as empty");
+        assert_eq!(read(&wal, 2).await, ["b"]);
+        let err = wal.append(vec![(1, b("c"))]).await.unwrap_err();
+        assert!(matches!(err, Error::RegionReleased { region: 1 }), "{err}");
+        wal.stop().await.unwrap();
+        assert!(released_after_reopen(&t, 1).await, "{mode:?}");
+        let reader = WalReader::open(t.storage.clone(), &t.prefix, config())
+            .await
+            .unwrap();
+        assert!(
+            !reader.regions().contains(&u64::MAX),
+            "the release segment is no region"
+        );
+    }
+}
+
+async fn failed_release_sealed_on_tick() {
+    let t = Bench::new("rel-failed-tick", config());
+    let wal = t.open().await;
+    wal.append(vec![(1, b("a"))]).await.unwrap();
+    t.faulty
+        .fail_next(Op::Create, "objects/", 1, StorageErrorKind::Transient);
+    let err = wal.release_region(1).await.unwrap_err();
+    assert!(err.is_retryable(), "{err}");
+    assert_eq!(t.counter(m::RELEASE_RECORDS_TOTAL), 0);
+    // No entry arrives; the next tick seals the kept record alone.
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert_eq!(
+        t.counter(m::RELEASE_RECORDS_TOTAL),
+        1,
+        "sealed on the next tick"
+    );
+    wal.stop().await.unwrap();
+    assert!(released_after_reopen(&t, 1).await);
+}
+
+async fn release_while_failing() {
+    let t = Bench::new("rel-while-failing", enqueued());
+    let wal = t.open().await;
+    t.faulty.hold_creates(true);
+    wal.append(vec![(1, b("a"))]).await.unwrap();
+    t.faulty.wait_held(1).await;
+    t.faulty
+        .release_with_error(&t.key(2), StorageErrorKind::Transient);
+    t.faulty.wait_held(1).await; // the repeat: the store is failing
+    for _ in 0..20 {
+        let err = wal.release_region(2).await.unwrap_err();
+        assert!(
+            matches!(err, Error::Failing { .. }) && err.is_retryable(),
+            "{err}"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(t.counter(m::REJECTED_APPENDS_TOTAL), 20);
+    assert_eq!(
+        t.faulty.held(),
+        vec![t.key(2)],
+        "repeated releases did not grow the backlog"
+    );
+    assert_eq!(t.sequences().await, vec![1], "nothing else was created");
+    t.faulty.hold_creates(false);
+    t.faulty.release_all();
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert_eq!(
+        t.counter(m::RELEASE_RECORDS_TOTAL),
+        1,
+        "one coalesced record, after a success"
+    );
+    assert_eq!(t.counter(m::POISONED_TOTAL), 0);
+    wal.stop().await.unwrap();
+    assert!(
+        released_after_reopen(&t, 2).await,
+        "the record is read back"
+    );
+    assert_eq!(read(&t.open().await, 1).await, ["a"]);
+}
+
+async fn release_pending_when_failing_starts() {
+    let t = Bench::new("rel-pending", enqueued());
+    let wal = t.open().await;
+    t.faulty.hold_creates(true);
+    wal.append(vec![(1, b("a"))]).await.unwrap();
+    t.faulty.wait_held(1).await;
+    let w = wal.clone();
+    let release = tokio::spawn(async move { w.release_region(1).await });
+    t.faulty.wait_held(2).await;
+    t.faulty
+        .release_with_error(&t.key(2), StorageErrorKind::Transient);
+    let err = release.await.unwrap().unwrap_err();
+    assert!(matches!(err, Error::Failing { .. }), "{err}");
+    assert_eq!(t.counter(m::POISONED_TOTAL), 0);
+    t.faulty.hold_creates(false);
+    t.faulty.release_all();
+    wal.wait_durable(1, format::entry_id(2, 1)).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert_eq!(
+        t.counter(m::RELEASE_RECORDS_TOTAL),
+        1,
+        "the record stayed in the backlog"
+    );
+    wal.stop().await.unwrap();
+    assert!(released_after_reopen(&t, 1).await);
+}
+
+async fn failed_release_then_stop() {
+    let t = Bench::new("rel-then-stop", slow(config()));
+    let wal = t.open().await;
+    t.faulty
+        .fail_next(Op::Create, "objects/", 1, StorageErrorKind::Transient);
+    assert!(wal.release_region(1).await.unwrap_err().is_retryable());
+    assert_eq!(t.counter(m::RELEASE_RECORDS_TOTAL), 0);
+    // No tick comes before the stop (an hour's interval): the stop's last
+    // object carries the kept record.
+    wal.stop().await.unwrap();
+    assert_eq!(t.counter(m::RELEASE_RECORDS_TOTAL), 1);
+    assert!(released_after_reopen(&t, 1).await);
+}
+
+async fn failing_stop_seals_rejected_release() {
+    let t = Bench::new("rel-failing-stop", enqueued());
+    let wal = t.open().await;
+    t.faulty.hold_creates(true);
+    wal.append(vec![(1, b("a"))]).await.unwrap();
+    t.faulty.wait_held(1).await;
+    t.faulty
+        .release_with_error(&t.key(2), StorageErrorKind::Transient);
+    t.faulty.wait_held(1).await;
+    assert!(matches!(
+        wal.release_region(3).await,
+        Err(Error::Failing { .. })
+    ));
+    let w = wal.clone();
+    let stop = tokio::spawn(async move { w.stop().await });
+    t.faulty.hold_creates(false);
+    t.faulty.release_all();
+    stop.await.unwrap().unwrap();
+    assert_eq!(t.counter(m::RELEASE_RECORDS_TOTAL), 1);
+    assert!(released_after_reopen(&t, 3).await);
+    assert_eq!(read(&t.open().await, 1).await, ["a"]);
+}
+
+async fn final_create_fails() {
+    let t = Bench::new("rel-final-fails", slow(config()));
+    let wal = t.open().await;
+    t.faulty
+        .fail_next(Op::Create, "objects/", 2, StorageErrorKind::Transient);
+    assert!(wal.release_region(1).await.is_err());
+    let err = wal.stop().await.unwrap_err();
+    assert!(matches!(err, Error::Lost { releases: 1, .. }), "{err}");
+    assert!(err.to_string().contains("1 release records"), "{err}");
+    assert!(
+        !released_after_reopen(&t, 1).await,
+        "the record was lost, and stop said so"
+    );
+}
+
+async fn stopped_or_poisoned_keeps_nothing() {
+    let t = Bench::new("rel-stopped", config());
+    let wal = t.open().await;
+    wal.stop().await.unwrap();
+    let err = wal.release_region(1).await.unwrap_err();
+    assert!(
+        err.is_stopped() && err.to_string().contains("keeps no release"),
+        "{err}"
+    );
+
+    let t = Bench::new("rel-poisoned", config());
+    t.open().await.stop().await.unwrap();
+    let wal = t.open().await; // epoch 2; its next batch is sequence 3
+    let foreign = Object {
+        header: Header {
+            sequence: 3,
+            epoch: 2,
+            link: Some(Link {
+                sequence: 2,
+                epoch: 9,
+            }),
+            reclaim_boundary: 1,
+        },
+        segments: Vec::new(),
+        releases: vec![format::ReleaseRecord {
+            region: 9,
+            released_through: 1,
+        }],
+    };
+    let bytes = format::encode(&foreign).unwrap();
+    t.faulty.inner().create(&t.key(3), bytes).await.unwrap();
+    let err = wal.release_region(1).await.unwrap_err();
+    assert!(err.is_poisoned(), "{err}");
+    let err = wal.release_region(1).await.unwrap_err();
+    assert!(
+        err.is_poisoned() && err.to_string().contains("not kept"),
+        "{err}"
+    );
+    wal.stop().await.unwrap();
+}
