@@ -15,6 +15,7 @@ use crate::storage::fault::FaultyStorage;
 use crate::storage::{Created, MemoryStorage, ObjectMeta, ObjectStorage, StorageError};
 use crate::{Config, Entry, EntryId, Error, RegionId, Storage, Wal};
 
+mod collect;
 mod matrix;
 mod matrix_enqueued;
 mod recovery;
