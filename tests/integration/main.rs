@@ -6,4 +6,5 @@ mod common;
 mod format_fixtures;
 mod format_robustness;
 mod format_roundtrip;
+mod storage_conformance;
 mod wal_basic;
