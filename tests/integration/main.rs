@@ -8,3 +8,4 @@ mod format_robustness;
 mod format_roundtrip;
 mod storage_conformance;
 mod wal_basic;
+mod wal_concurrency;

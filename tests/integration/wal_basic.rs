@@ -204,3 +204,27 @@ async fn dropping_every_handle_ends_the_actor_like_a_crash() {
         ]
     );
 }
+
+/// Regression: a request queued behind `stop` was left in the channel when
+/// the actor ended, and its caller (here a read) waited forever.
+#[tokio::test]
+async fn a_request_queued_behind_stop_is_answered() {
+    let storage = faulty_memory().storage();
+    let wal = open(&storage, test_config()).await;
+    wal.append(vec![(1, b("x"))]).await.unwrap();
+    // On this single-threaded runtime both requests are queued before the
+    // actor runs again: the stop first, the read's page request behind it.
+    let stopper = wal.clone();
+    let stop = tokio::spawn(async move { stopper.stop().await });
+    let reader = wal.clone();
+    let read = tokio::spawn(async move { try_read_all(&reader, 1, 0).await });
+    stop.await.unwrap().unwrap();
+    let err = read.await.unwrap().unwrap_err();
+    assert!(err.is_stopped(), "{err}");
+    assert!(wal
+        .append(vec![(1, b("y"))])
+        .await
+        .unwrap_err()
+        .is_stopped());
+    wal.stop().await.unwrap();
+}

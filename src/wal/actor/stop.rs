@@ -129,7 +129,7 @@ impl Actor {
         }
     }
 
-    pub(super) fn finish_stop(&mut self) {
+    pub(super) fn finish_stop(&mut self) -> Result<(), Error> {
         let result = if self.lost.entries > 0 || self.lost.releases > 0 {
             Err(self.lost_error())
         } else {
@@ -146,5 +146,6 @@ impl Actor {
                 let _ = reply.send(result.clone());
             }
         }
+        result
     }
 }
