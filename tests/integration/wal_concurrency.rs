@@ -13,6 +13,9 @@ use tokio::sync::Mutex;
 const TASKS: usize = 8;
 const REGIONS: u64 = 16;
 
+/// Per region, the acknowledged (id, payload) pairs.
+type Acked = BTreeMap<u64, BTreeSet<(u64, String)>>;
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn acknowledged_entries_replay_exactly_once_after_a_concurrent_stop() {
     let dir = tempfile::tempdir().unwrap();
@@ -25,7 +28,7 @@ async fn acknowledged_entries_replay_exactly_once_after_a_concurrent_stop() {
     let wal = Wal::open(storage.clone(), "c", config.clone())
         .await
         .unwrap();
-    let acked: Arc<Mutex<BTreeMap<u64, BTreeSet<(u64, String)>>>> = Arc::default();
+    let acked: Arc<Mutex<Acked>> = Arc::default();
 
     let mut writers = Vec::new();
     for task in 0..TASKS {
