@@ -3,3 +3,4 @@
 
 #[cfg(feature = "testing")]
 mod storage_conformance;
+mod storage_crash;

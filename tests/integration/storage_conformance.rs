@@ -5,7 +5,10 @@
 //! S3 cases need `OBJWAL_S3_ENDPOINT` (e.g. from `eval "$(scripts/s3-test-server)"`),
 //! bucket `objwal-test`; without it they print `SKIPPED: ...` and pass.
 //! Every S3 case works under its own unique key prefix.
-#![allow(clippy::print_stderr, reason = "S3 cases say loudly that they were skipped")]
+#![allow(
+    clippy::print_stderr,
+    reason = "S3 cases say loudly that they were skipped"
+)]
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
