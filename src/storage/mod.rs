@@ -35,7 +35,7 @@ pub mod fault;
 pub use self::object_store::ObjectStoreStorage;
 #[cfg(feature = "opendal")]
 pub use self::opendal::OpendalStorage;
-pub use file::FileStorage;
+pub use file::{FileStorage, TEMP_MARKER};
 pub use memory::MemoryStorage;
 pub use rooted::Rooted;
 

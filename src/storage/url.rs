@@ -85,6 +85,10 @@ fn file(url: &str) -> Result<Storage, Error> {
 
 /// The parts every cloud URL has.
 #[derive(Debug)]
+#[cfg_attr(
+    not(any(feature = "opendal", feature = "object_store")),
+    allow(dead_code, reason = "without an adapter cloud URLs are only checked")
+)]
 struct CloudUrl {
     bucket: String,
     root: Option<String>,

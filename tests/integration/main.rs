@@ -7,5 +7,6 @@ mod format_fixtures;
 mod format_robustness;
 mod format_roundtrip;
 mod storage_conformance;
+mod storage_crash;
 mod wal_basic;
 mod wal_concurrency;
