@@ -21,12 +21,23 @@ use bytes::Bytes;
 mod file;
 pub mod keys;
 mod memory;
+#[cfg(feature = "object_store")]
+mod object_store;
+#[cfg(feature = "opendal")]
+mod opendal;
+mod rooted;
+mod url;
 
 #[cfg(any(test, feature = "testing"))]
 pub mod fault;
 
+#[cfg(feature = "object_store")]
+pub use self::object_store::ObjectStoreStorage;
+#[cfg(feature = "opendal")]
+pub use self::opendal::OpendalStorage;
 pub use file::FileStorage;
 pub use memory::MemoryStorage;
+pub use rooted::Rooted;
 
 /// What a conditional create did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,0 +1,200 @@
+//! Adapter for `opendal::Operator` (feature `opendal`).
+//!
+//! Responsibility: the [`ObjectStorage`] contract on top of any opendal
+//! service: creates are `write_with(..).if_not_exists(true)`, reads are
+//! ranged reads, listings are recursive listings filtered by the prefix.
+//!
+//! Invariants and limits:
+//! - On object stores (S3, GCS, Azure Blob) an if-not-exists write is a
+//!   conditional request the server decides, so a create is exclusive and
+//!   atomic.
+//! - **opendal's `fs` service does not create atomically.** Without
+//!   `atomic_write_dir` it opens the final name with `O_EXCL` and writes in
+//!   place: exclusive, but a racer or a crash can see a partial object under
+//!   its final name. With `atomic_write_dir` it checks for the key and then
+//!   renames a temporary file over it: not exclusive at all (every racer
+//!   "wins"). Neither syncs the directory. The caller's read-back decides
+//!   what such a store holds; use [`FileStorage`](super::FileStorage) for a
+//!   local directory instead.
+//! - A read whose range ends past the object is an error: the returned length
+//!   is checked against the requested one.
+//!
+//! Error mapping: `ConditionNotMatch`/`AlreadyExists` on create are
+//! [`Created::AlreadyExists`]; `NotFound` is not-found; `RateLimited`,
+//! `Conflict`, HTTP 409 and every error opendal marks temporary (timeouts,
+//! 5xx, connection errors) are transient; everything else is permanent.
+
+use std::ops::Range;
+
+use ::opendal::{ErrorKind, Operator};
+use bytes::Bytes;
+
+use super::{check_range, sort_listing, Created, ObjectMeta, ObjectStorage, Storage};
+use super::{StorageError, StorageErrorKind};
+
+/// An [`ObjectStorage`] backed by an `opendal::Operator`.
+///
+/// Beware: opendal's `fs` service does not create atomically (exclusive but
+/// torn without `atomic_write_dir`, not exclusive with it); the caller's
+/// read-back decides what such a store holds.
+#[derive(Debug, Clone)]
+pub struct OpendalStorage {
+    op: Operator,
+}
+
+impl OpendalStorage {
+    /// Wraps an operator.
+    pub fn new(op: Operator) -> Self {
+        OpendalStorage { op }
+    }
+}
+
+impl Storage {
+    /// A storage handle over an opendal operator (feature `opendal`).
+    ///
+    /// Creates use if-not-exists writes. Beware: opendal's `fs` service does
+    /// not create atomically (see [`OpendalStorage`]);
+    /// the caller's read-back decides what such a store holds.
+    pub fn from_opendal(op: Operator) -> Storage {
+        Storage::new(OpendalStorage::new(op))
+    }
+}
+
+/// Maps an opendal error about `key`.
+pub(crate) fn map_error(e: ::opendal::Error, key: &str) -> StorageError {
+    let text = e.to_string();
+    let kind = match e.kind() {
+        ErrorKind::NotFound => return StorageError::not_found(key).with_source(e),
+        ErrorKind::RateLimited | ErrorKind::Conflict => StorageErrorKind::Transient,
+        _ if e.is_temporary() => StorageErrorKind::Transient,
+        // S3's ConditionalRequestConflict (409: a racing conditional write is
+        // in progress) reaches us as a persistent `Unexpected`.
+        _ if text.contains("ConditionalRequestConflict") || text.contains("status: 409") => {
+            StorageErrorKind::Transient
+        }
+        _ => StorageErrorKind::Permanent,
+    };
+    StorageError::new(kind, text).with_key(key).with_source(e)
+}
+
+#[async_trait::async_trait]
+impl ObjectStorage for OpendalStorage {
+    async fn create(&self, key: &str, data: Bytes) -> Result<Created, StorageError> {
+        match self.op.write_with(key, data).if_not_exists(true).await {
+            Ok(_) => Ok(Created::New),
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    ErrorKind::ConditionNotMatch | ErrorKind::AlreadyExists
+                ) =>
+            {
+                Ok(Created::AlreadyExists)
+            }
+            Err(e) => Err(map_error(e, key)),
+        }
+    }
+
+    async fn read(&self, key: &str, range: Range<u64>) -> Result<Bytes, StorageError> {
+        if range.start >= range.end {
+            // An empty (or reversed) range: opendal cannot ask for it, check
+            // it against the object's size instead.
+            let meta = self.op.stat(key).await.map_err(|e| map_error(e, key))?;
+            check_range(key, &range, meta.content_length())?;
+            return Ok(Bytes::new());
+        }
+        let want = range.end - range.start;
+        let data = match self.op.read_with(key).range(range.clone()).await {
+            Ok(buf) => buf.to_bytes(),
+            Err(e) if e.kind() == ErrorKind::RangeNotSatisfied => {
+                return Err(past_end(key, &range, e));
+            }
+            Err(e) => return Err(map_error(e, key)),
+        };
+        if data.len() as u64 != want {
+            return Err(StorageError::permanent(format!(
+                "range {}..{} is outside the object: got {} bytes",
+                range.start,
+                range.end,
+                data.len()
+            ))
+            .with_key(key));
+        }
+        Ok(data)
+    }
+
+    async fn list(&self, prefix: &str) -> Result<Vec<ObjectMeta>, StorageError> {
+        // List the directory the prefix surely lies in, filter by the whole
+        // prefix: services disagree on prefixes that do not end at a `/`.
+        let dir = prefix.rfind('/').map_or("", |i| &prefix[..=i]);
+        let entries = match self.op.list_with(dir).recursive(true).await {
+            Ok(entries) => entries,
+            Err(e) if e.kind() == ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(map_error(e, prefix)),
+        };
+        let objects = entries
+            .into_iter()
+            .filter(|e| e.metadata().is_file() && e.path().starts_with(prefix))
+            .map(|e| ObjectMeta {
+                size: e.metadata().content_length(),
+                key: e.path().to_owned(),
+            })
+            .collect();
+        Ok(sort_listing(objects))
+    }
+
+    async fn delete(&self, key: &str) -> Result<(), StorageError> {
+        match self.op.delete(key).await {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(map_error(e, key)),
+        }
+    }
+}
+
+/// The error of a range the object does not cover (a permanent one: it is
+/// the caller's mistake, repeating will not help).
+fn past_end(key: &str, range: &Range<u64>, e: ::opendal::Error) -> StorageError {
+    StorageError::permanent(format!(
+        "range {}..{} is outside the object: {e}",
+        range.start, range.end
+    ))
+    .with_key(key)
+    .with_source(e)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn errors_map_to_kinds() {
+        let k = |e: ::opendal::Error| map_error(e, "k").kind();
+        assert!(map_error(::opendal::Error::new(ErrorKind::NotFound, "x"), "k").is_not_found());
+        assert_eq!(
+            k(::opendal::Error::new(ErrorKind::RateLimited, "x")),
+            StorageErrorKind::Transient
+        );
+        assert_eq!(
+            k(::opendal::Error::new(ErrorKind::Unexpected, "503").set_temporary()),
+            StorageErrorKind::Transient
+        );
+        assert_eq!(
+            k(::opendal::Error::new(
+                ErrorKind::Unexpected,
+                "S3Error { code: \"ConditionalRequestConflict\" }"
+            )),
+            StorageErrorKind::Transient
+        );
+        assert_eq!(
+            k(::opendal::Error::new(ErrorKind::PermissionDenied, "x")),
+            StorageErrorKind::Permanent
+        );
+        assert_eq!(
+            k(::opendal::Error::new(
+                ErrorKind::ConfigInvalid,
+                "NoSuchBucket"
+            )),
+            StorageErrorKind::Permanent
+        );
+    }
+}

@@ -1,0 +1,108 @@
+//! Unit tests of storage URL parsing.
+
+use super::*;
+use crate::ObjectStorage;
+
+fn refused(url: &str) -> String {
+    match Storage::from_url(url) {
+        Ok(s) => panic!("{url} was accepted: {s:?}"),
+        Err(Error::InvalidArgument { message }) => {
+            assert!(message.contains(url), "{message} does not name {url}");
+            message
+        }
+        Err(e) => panic!("{url}: wrong error {e}"),
+    }
+}
+
+#[test]
+fn malformed_urls_are_refused_with_a_reason() {
+    for (url, says) in [
+        ("", "SCHEME://"),
+        ("/var/lib/wal", "SCHEME://"),
+        ("ftp://host/x", "unknown scheme"),
+        ("memory://x", "no path"),
+        ("memory://?a=b", "no path"),
+        ("file://", "no path"),
+        ("file:///tmp/x?sync=1", "no query"),
+        ("s3:///root", "missing the bucket"),
+        ("s3://", "missing the bucket"),
+        ("s3://b?color=red", "unknown parameter \"color\""),
+        ("s3://b?region", "not key=value"),
+        ("s3://b?region=", "is empty"),
+        ("s3://b?region=a&region=b", "given twice"),
+        ("s3://b?endpoint=localhost:9000", "endpoint must be"),
+        ("s3://b/a//c", "root"),
+        ("s3://b/a/../c", "root"),
+        ("s3://b:99", "plain name"),
+        ("s3://b#frag", "fragment"),
+        ("azblob://c/x?region=us", "unknown parameter"),
+    ] {
+        let message = refused(url);
+        assert!(
+            message.contains(says),
+            "{url}: {message:?} should say {says:?}"
+        );
+    }
+}
+
+#[test]
+fn missing_features_name_the_feature_to_enable() {
+    if !cfg!(any(feature = "opendal", feature = "object_store")) {
+        assert!(refused("s3://b").contains("`object_store` or `opendal`"));
+    }
+    if !cfg!(feature = "opendal") {
+        assert!(refused("gs://b").contains("`opendal`"));
+        assert!(refused("azblob://c?account=a").contains("`opendal`"));
+    } else {
+        assert!(refused("azblob://c").contains("account="));
+    }
+}
+
+#[test]
+fn cloud_urls_split_bucket_root_and_params() {
+    let u = parse_cloud(
+        "s3://my-bucket/some/r%20oot/?endpoint=http://127.0.0.1:9000&region=eu-west-1",
+        &["endpoint", "region"],
+    )
+    .unwrap();
+    assert_eq!(u.bucket, "my-bucket");
+    assert_eq!(u.root.as_deref(), Some("some/r oot"));
+    assert_eq!(u.params["endpoint"], "http://127.0.0.1:9000");
+    assert_eq!(u.params["region"], "eu-west-1");
+    let u = parse_cloud("s3://b", &[]).unwrap();
+    assert!(u.root.is_none() && u.params.is_empty());
+}
+
+#[tokio::test]
+async fn memory_urls_are_fresh_stores() {
+    let a = Storage::from_url("memory://").unwrap();
+    a.create("k", bytes::Bytes::from_static(b"x"))
+        .await
+        .unwrap();
+    let b = Storage::from_url("memory://").unwrap();
+    assert!(b.list("").await.unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn file_urls_open_absolute_and_relative_paths() {
+    let dir = tempfile::tempdir().unwrap();
+    let abs = dir.path().join("w a l");
+    let url = ::url::Url::from_file_path(&abs).unwrap();
+    let s = Storage::from_url(url.as_str()).unwrap();
+    s.create("p/k", bytes::Bytes::from_static(b"x"))
+        .await
+        .unwrap();
+    assert!(abs.join("p/k").is_file());
+    // Relative: under the current directory (the crate root in tests).
+    let rel = format!("target/tmp-url-test-{}", std::process::id());
+    let s = Storage::from_url(&format!("file://{rel}")).unwrap();
+    assert!(s.list("").await.unwrap().is_empty());
+    std::fs::remove_dir_all(&rel).unwrap();
+}
+
+#[cfg(any(feature = "opendal", feature = "object_store"))]
+#[test]
+fn s3_urls_build_without_contacting_the_server() {
+    let s = Storage::from_url("s3://bucket/root?endpoint=http://127.0.0.1:1&region=us-east-1");
+    assert!(s.is_ok(), "{s:?}");
+}
