@@ -1,0 +1,1 @@
+//! Counting storage wrapper (being written).
