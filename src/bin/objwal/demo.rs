@@ -106,17 +106,17 @@ pub async fn run(prefix: &str, verbose: u8, args: DemoArgs) -> CliResult {
     let mut rng = StdRng::seed_from_u64(seed);
     let kill_after = Duration::from_secs_f64(args.seconds * rng.random_range(0.4..=1.0));
     let enqueued = args.ack_mode == AckModeArg::Enqueued;
-    println!(
+    out!(
         "objwal demo: {} regions, {} writers, {} acks, flush interval {}, seed {seed}",
         args.regions,
         args.writers,
         args.ack_mode.as_str(),
         args.flush_interval
     );
-    println!("store:        {} (prefix {prefix})", place.url);
+    out!("store:        {} (prefix {prefix})", place.url);
 
     let killed = run_child(prefix, verbose, &args, &place, seed, kill_after).await?;
-    println!(
+    out!(
         "writer:       pid {} SIGKILLed after {:.2} s (of {} s)",
         killed.pid,
         killed.after.as_secs_f64(),
@@ -143,7 +143,7 @@ pub async fn run(prefix: &str, verbose: u8, args: DemoArgs) -> CliResult {
     }
     if !report.mismatches.is_empty() {
         for m in report.mismatches.iter().take(20) {
-            println!("  mismatch: {m}");
+            out!("  mismatch: {m}");
         }
         return Err(CliError::Failed(format!(
             "demo: {} mismatches (acknowledgement log kept at {}, seed {seed})",
@@ -154,7 +154,7 @@ pub async fn run(prefix: &str, verbose: u8, args: DemoArgs) -> CliResult {
     if place.remove_log {
         let _ = std::fs::remove_file(&place.log);
     } else if let Some(path) = store::file_path(&place.url) {
-        println!("look inside:  objwal inspect {}", display_url(&path));
+        out!("look inside:  objwal inspect {}", display_url(&path));
     }
     Ok(())
 }
@@ -262,40 +262,41 @@ fn print_summary(
     open_time: Duration,
     enqueued: bool,
 ) {
-    println!(
+    out!(
         "objects:      {objects} ({:.2} MiB) written by the writer",
         bytes as f64 / f64::from(1u32 << 20)
     );
     if enqueued {
-        println!(
+        out!(
             "acknowledged: {} entries logged, {} of them logged durable; {} regions flushed",
             log.acknowledged(),
             log.durable(),
             log.flushed_regions()
         );
     } else {
-        println!(
+        out!(
             "acknowledged: {} entries logged; {} regions flushed",
             log.acknowledged(),
             log.flushed_regions()
         );
     }
-    println!(
+    out!(
         "replayed:     {} entries ({} acknowledged, not yet logged when killed)",
-        report.replayed, report.unlogged
+        report.replayed,
+        report.unlogged
     );
     if enqueued {
-        println!(
+        out!(
             "lost:         {} acknowledged, not yet durable entries in {} whole objects (allowed in enqueued mode)",
             report.lost, report.lost_objects
         );
     }
-    println!("open time:    {:.1} ms", open_time.as_secs_f64() * 1000.0);
+    out!("open time:    {:.1} ms", open_time.as_secs_f64() * 1000.0);
     if report.mismatches.is_empty() {
         let what = if enqueued { "durable" } else { "acknowledged" };
-        println!("verdict:      OK: every {what} entry replayed byte for byte, in order, once");
+        out!("verdict:      OK: every {what} entry replayed byte for byte, in order, once");
     } else {
-        println!(
+        out!(
             "verdict:      FAILED: {} mismatches",
             report.mismatches.len()
         );

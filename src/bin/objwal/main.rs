@@ -7,14 +7,22 @@
 //! one-line message on stderr. Nothing panics on bad input: every fallible
 //! path returns a [`CliError`] that `main` maps to its exit code.
 #![allow(
-    clippy::print_stdout,
     clippy::print_stderr,
-    reason = "a command line tool reports on stdout and stderr"
+    reason = "a command line tool reports its errors on stderr"
 )]
 
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
+
+/// Prints a line on stdout. A closed pipe (`objwal inspect URL | head`)
+/// ends the output, not the command: no panic, no error.
+macro_rules! out {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout().lock(), $($arg)*);
+    }};
+}
 
 mod bench;
 mod counting;
@@ -161,5 +169,6 @@ fn init_tracing(verbose: u8) {
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .try_init();
 }
