@@ -25,6 +25,7 @@ macro_rules! out {
 }
 
 mod bench;
+mod bench_report;
 mod counting;
 mod demo;
 mod demo_check;
