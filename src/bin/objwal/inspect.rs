@@ -329,8 +329,8 @@ fn print_text(i: &Inspection) {
         out!("recovery failed: {e}");
     }
     out!(
-        "{:>10} {:>6} {:>14} {:>10} {:>11}  segments (region: entries, first..last id as sequence.position)",
-        "sequence", "epoch", "link", "bytes", "state"
+        "{:>10} {:>6} {:>14} {:>8} {:>10} {:>11}  segments (region: entries, first..last id as sequence.position)",
+        "sequence", "epoch", "link", "boundary", "bytes", "state"
     );
     for o in &i.objects {
         let link = o.link.as_ref().map_or_else(
@@ -365,8 +365,9 @@ fn print_text(i: &Inspection) {
         };
         let sequence = o.sequence.map_or_else(|| o.key.clone(), |s| s.to_string());
         out!(
-            "{sequence:>10} {:>6} {link:>14} {:>10} {:>11}  {what}",
+            "{sequence:>10} {:>6} {link:>14} {:>8} {:>10} {:>11}  {what}",
             opt(o.epoch),
+            opt(o.reclaim_boundary),
             o.size,
             o.state
         );

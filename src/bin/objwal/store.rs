@@ -45,6 +45,15 @@ pub fn prefix(prefix: &str) -> Result<Prefix, CliError> {
 /// as in a config file (`"flush_interval": "10ms"`, `"max_batch_bytes":
 /// "8MiB"`), then validated: the library's own parsing and messages.
 pub fn config(overrides: serde_json::Map<String, serde_json::Value>) -> Result<Config, CliError> {
+    // serde_json does not name the field it refused: try each alone.
+    for (field, value) in &overrides {
+        let one = serde_json::Map::from_iter([(field.clone(), value.clone())]);
+        if let Err(e) = serde_json::from_value::<Config>(serde_json::Value::Object(one)) {
+            return Err(CliError::Usage(format!(
+                "invalid configuration: {field}: {e}"
+            )));
+        }
+    }
     let config: Config = serde_json::from_value(serde_json::Value::Object(overrides))
         .map_err(|e| CliError::Usage(format!("invalid configuration: {e}")))?;
     config.validate()?;
