@@ -109,6 +109,18 @@ pub(crate) fn map_error(e: ::object_store::Error, key: &str) -> StorageError {
         .with_source(e)
 }
 
+/// For a create or a list, "not found" means the bucket is missing.
+fn not_found_is_permanent(e: ::object_store::Error, key: &str) -> StorageError {
+    match e {
+        ::object_store::Error::NotFound { .. } => {
+            StorageError::permanent(format!("the bucket (or root) is missing: {e}"))
+                .with_key(key)
+                .with_source(e)
+        }
+        e => map_error(e, key),
+    }
+}
+
 #[async_trait::async_trait]
 impl ObjectStorage for ObjectStoreStorage {
     async fn create(&self, key: &str, data: Bytes) -> Result<Created, StorageError> {
@@ -125,7 +137,7 @@ impl ObjectStorage for ObjectStoreStorage {
             Ok(_) => Ok(Created::New),
             Err(::object_store::Error::AlreadyExists { .. })
             | Err(::object_store::Error::Precondition { .. }) => Ok(Created::AlreadyExists),
-            Err(e) => Err(map_error(e, key)),
+            Err(e) => Err(not_found_is_permanent(e, key)),
         }
     }
 
@@ -172,7 +184,7 @@ impl ObjectStorage for ObjectStoreStorage {
             .list(dir_path.as_ref())
             .try_collect()
             .await
-            .map_err(|e| map_error(e, prefix))?;
+            .map_err(|e| not_found_is_permanent(e, prefix))?;
         let objects = listed
             .into_iter()
             .filter(|m| m.location.as_ref().starts_with(prefix))

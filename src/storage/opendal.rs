@@ -43,8 +43,10 @@ pub struct OpendalStorage {
 }
 
 impl OpendalStorage {
-    /// Wraps an operator.
+    /// Wraps an operator. Installs opendal's default (reqwest) HTTP
+    /// transport unless the process installed one before (first wins).
     pub fn new(op: Operator) -> Self {
+        ::opendal::install_default();
         OpendalStorage { op }
     }
 }
@@ -90,6 +92,11 @@ impl ObjectStorage for OpendalStorage {
             {
                 Ok(Created::AlreadyExists)
             }
+            Err(e) if e.kind() == ErrorKind::NotFound => Err(StorageError::permanent(format!(
+                "the bucket (or root) is missing: {e}"
+            ))
+            .with_key(key)
+            .with_source(e)),
             Err(e) => Err(map_error(e, key)),
         }
     }

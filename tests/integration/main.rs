@@ -5,4 +5,6 @@
 #[cfg(feature = "cli")]
 mod cli;
 mod common;
+#[cfg(feature = "testing")]
+mod storage_conformance;
 mod wal_basic;

@@ -1,0 +1,495 @@
+//! The storage conformance suite: one set of checks, run against every
+//! backend (memory, file, opendal memory and fs, object_store in-memory and
+//! local, and S3 through both adapters against a real S3-protocol server).
+//!
+//! S3 cases need `OBJWAL_S3_ENDPOINT` (e.g. from `eval "$(scripts/s3-test-server)"`),
+//! bucket `objwal-test`; without it they print `SKIPPED: ...` and pass.
+//! Every S3 case works under its own unique key prefix.
+#![allow(clippy::print_stderr, reason = "S3 cases say loudly that they were skipped")]
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use bytes::Bytes;
+use objwal::storage::{FileStorage, MemoryStorage, Rooted, StorageErrorKind};
+use objwal::{Created, ObjectMeta, ObjectStorage, Storage};
+
+/// A store under test, with whatever must live as long as it.
+pub struct Backend {
+    pub storage: Storage,
+    _dir: Option<tempfile::TempDir>,
+}
+
+impl Backend {
+    fn new(storage: Storage) -> Option<Backend> {
+        Some(Backend {
+            storage,
+            _dir: None,
+        })
+    }
+
+    fn with_dir(dir: tempfile::TempDir, storage: Storage) -> Option<Backend> {
+        Some(Backend {
+            storage,
+            _dir: Some(dir),
+        })
+    }
+}
+
+pub const S3_BUCKET: &str = "objwal-test";
+
+/// The S3 endpoint, or `None` after a loud skip line.
+pub fn s3_endpoint(case: &str) -> Option<String> {
+    match std::env::var("OBJWAL_S3_ENDPOINT") {
+        Ok(e) if !e.is_empty() => Some(e),
+        _ => {
+            eprintln!("SKIPPED: OBJWAL_S3_ENDPOINT not set ({case}); run eval \"$(scripts/s3-test-server)\"");
+            None
+        }
+    }
+}
+
+/// A key prefix no other test (or earlier run against the same server) uses.
+pub fn unique_root(tag: &str) -> String {
+    static N: AtomicU64 = AtomicU64::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    format!(
+        "conformance/{}-{nanos}-{}/{tag}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+fn rooted(tag: &str, storage: Storage) -> Storage {
+    Storage::new(Rooted::new(&unique_root(tag), storage).unwrap())
+}
+
+mod make {
+    use super::*;
+
+    pub async fn memory(_: &str) -> Option<Backend> {
+        Backend::new(Storage::new(MemoryStorage::new()))
+    }
+
+    pub async fn faulty_memory(_: &str) -> Option<Backend> {
+        // The fault wrapper with no faults must be invisible.
+        let f = objwal::storage::fault::FaultyStorage::new(Storage::new(MemoryStorage::new()));
+        Backend::new(f.storage())
+    }
+
+    pub async fn file(_: &str) -> Option<Backend> {
+        let dir = tempfile::tempdir().unwrap();
+        let s = FileStorage::open(dir.path().join("root")).unwrap();
+        Backend::with_dir(dir, Storage::new(s))
+    }
+
+    #[cfg(feature = "opendal")]
+    pub async fn opendal_memory(_: &str) -> Option<Backend> {
+        let op = opendal::Operator::new(opendal::services::Memory::default()).unwrap();
+        Backend::new(Storage::from_opendal(op))
+    }
+
+    /// opendal fs without `atomic_write_dir`: it opens the final name with
+    /// `O_EXCL` and writes in place, so creates ARE exclusive (the suite's
+    /// checks pass) but NOT atomic: a racer or a crash can see a partial
+    /// object. See `opendal_fs_atomic_write_dir_is_not_exclusive` for the
+    /// other mode.
+    #[cfg(feature = "opendal")]
+    pub async fn opendal_fs(_: &str) -> Option<Backend> {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().to_str().unwrap().to_owned();
+        let op = opendal::Operator::new(opendal::services::Fs::default().root(&root)).unwrap();
+        Backend::with_dir(dir, Storage::from_opendal(op))
+    }
+
+    #[cfg(feature = "object_store")]
+    pub async fn object_store_memory(_: &str) -> Option<Backend> {
+        let store = object_store::memory::InMemory::new();
+        Backend::new(Storage::from_object_store(std::sync::Arc::new(store)))
+    }
+
+    #[cfg(feature = "object_store")]
+    pub async fn object_store_local(_: &str) -> Option<Backend> {
+        let dir = tempfile::tempdir().unwrap();
+        let store = object_store::local::LocalFileSystem::new_with_prefix(dir.path()).unwrap();
+        Backend::with_dir(dir, Storage::from_object_store(std::sync::Arc::new(store)))
+    }
+
+    #[cfg(feature = "opendal")]
+    pub fn opendal_s3_operator(endpoint: &str) -> opendal::Operator {
+        let b = opendal::services::S3::default()
+            .bucket(S3_BUCKET)
+            .endpoint(endpoint)
+            .region("us-east-1")
+            .access_key_id("objwal-test")
+            .secret_access_key("objwal-test")
+            .disable_config_load()
+            .disable_ec2_metadata();
+        opendal::Operator::new(b).unwrap()
+    }
+
+    #[cfg(feature = "opendal")]
+    pub async fn opendal_s3(tag: &str) -> Option<Backend> {
+        let endpoint = s3_endpoint(tag)?;
+        let s = Storage::from_opendal(opendal_s3_operator(&endpoint));
+        Backend::new(rooted(tag, s))
+    }
+
+    #[cfg(feature = "object_store")]
+    pub async fn object_store_s3(tag: &str) -> Option<Backend> {
+        let endpoint = s3_endpoint(tag)?;
+        let store = object_store::aws::AmazonS3Builder::new()
+            .with_bucket_name(S3_BUCKET)
+            .with_endpoint(endpoint)
+            .with_allow_http(true)
+            .with_region("us-east-1")
+            .with_access_key_id("objwal-test")
+            .with_secret_access_key("objwal-test")
+            .with_retry(object_store::RetryConfig {
+                max_retries: 0,
+                ..Default::default()
+            })
+            .build()
+            .unwrap();
+        Backend::new(rooted(
+            tag,
+            Storage::from_object_store(std::sync::Arc::new(store)),
+        ))
+    }
+}
+
+/// The checks every backend passes.
+mod checks {
+    use super::*;
+
+    fn b(s: &'static str) -> Bytes {
+        Bytes::from_static(s.as_bytes())
+    }
+
+    async fn read_all(s: &Storage, key: &str) -> Bytes {
+        let size = s
+            .list(key)
+            .await
+            .unwrap()
+            .iter()
+            .find(|m| m.key == key)
+            .unwrap()
+            .size;
+        s.read(key, 0..size).await.unwrap()
+    }
+
+    pub async fn create_twice_keeps_the_first_bytes(s: Storage) {
+        assert_eq!(
+            s.create("p/objects/1", b("first")).await.unwrap(),
+            Created::New
+        );
+        let again = s.create("p/objects/1", b("second, longer")).await.unwrap();
+        assert_eq!(again, Created::AlreadyExists);
+        assert_eq!(read_all(&s, "p/objects/1").await, b("first"));
+        // The same bytes again is still AlreadyExists (a retried create).
+        assert_eq!(
+            s.create("p/objects/1", b("first")).await.unwrap(),
+            Created::AlreadyExists
+        );
+    }
+
+    pub async fn concurrent_creates_have_one_winner(s: Storage) {
+        let tasks: Vec<_> = (0..16u8)
+            .map(|i| {
+                let s = s.clone();
+                tokio::spawn(async move {
+                    let data = Bytes::from(vec![i; 64 + usize::from(i)]);
+                    (i, s.create("p/objects/race", data).await)
+                })
+            })
+            .collect();
+        let mut winners = Vec::new();
+        for t in tasks {
+            let (i, r) = t.await.unwrap();
+            match r {
+                Ok(Created::New) => winners.push(i),
+                Ok(Created::AlreadyExists) => {}
+                Err(e) => panic!("create {i} failed: {e}"),
+            }
+        }
+        assert_eq!(winners.len(), 1, "winners: {winners:?}");
+        let w = winners[0];
+        assert_eq!(
+            read_all(&s, "p/objects/race").await,
+            Bytes::from(vec![w; 64 + usize::from(w)])
+        );
+    }
+
+    pub async fn ranged_reads_check_both_edges(s: Storage) {
+        s.create("p/r", b("0123456789")).await.unwrap();
+        assert_eq!(s.read("p/r", 0..10).await.unwrap(), b("0123456789"));
+        assert_eq!(s.read("p/r", 0..1).await.unwrap(), b("0"));
+        assert_eq!(s.read("p/r", 9..10).await.unwrap(), b("9"));
+        assert_eq!(s.read("p/r", 3..7).await.unwrap(), b("3456"));
+        assert_eq!(s.read("p/r", 10..10).await.unwrap(), Bytes::new());
+        for past in [0..11, 9..11, 10..11, 11..12, 20..30] {
+            let e = s.read("p/r", past.clone()).await.unwrap_err();
+            assert!(!e.is_transient() && !e.is_not_found(), "{past:?}: {e}");
+        }
+        let e = s.read("p/missing", 0..1).await.unwrap_err();
+        assert!(e.is_not_found(), "{e}");
+    }
+
+    pub async fn listings_are_ordered_isolated_and_sized(s: Storage) {
+        assert!(s.list("p/").await.unwrap().is_empty());
+        for (k, v) in [
+            ("p/a/3", "ccc"),
+            ("p/a10/x", "x"),
+            ("p/a/1", "a"),
+            ("p/b/1", "bbbbbbbb"),
+            ("p/a/2", ""),
+            ("q/a/1", "other"),
+        ] {
+            assert_eq!(s.create(k, b(v)).await.unwrap(), Created::New, "{k}");
+        }
+        let meta = |k: &str, n: u64| ObjectMeta {
+            key: k.into(),
+            size: n,
+        };
+        assert_eq!(
+            s.list("p/a/").await.unwrap(),
+            vec![meta("p/a/1", 1), meta("p/a/2", 0), meta("p/a/3", 3)]
+        );
+        let keys = |v: Vec<ObjectMeta>| v.into_iter().map(|m| m.key).collect::<Vec<_>>();
+        assert_eq!(
+            keys(s.list("p/a").await.unwrap()),
+            ["p/a/1", "p/a/2", "p/a/3", "p/a10/x"]
+        );
+        assert_eq!(
+            keys(s.list("p/").await.unwrap()),
+            ["p/a/1", "p/a/2", "p/a/3", "p/a10/x", "p/b/1"]
+        );
+        assert_eq!(keys(s.list("").await.unwrap()).len(), 6);
+        assert!(s.list("p/c/").await.unwrap().is_empty());
+        assert!(s.list("p/a/1/").await.unwrap().is_empty());
+    }
+
+    pub async fn deletes_are_idempotent(s: Storage) {
+        s.delete("p/never").await.unwrap();
+        s.create("p/k", b("v")).await.unwrap();
+        s.delete("p/k").await.unwrap();
+        s.delete("p/k").await.unwrap();
+        assert!(s.read("p/k", 0..1).await.unwrap_err().is_not_found());
+        assert!(s.list("p/").await.unwrap().is_empty());
+        // A deleted key can be created again.
+        assert_eq!(s.create("p/k", b("w")).await.unwrap(), Created::New);
+    }
+
+    pub async fn long_and_unusual_keys_work(s: Storage) {
+        // 900 bytes in parts of at most 200 (a file name is at most 255).
+        let part = |c: char| std::iter::repeat_n(c, 199).collect::<String>();
+        let long = format!(
+            "p/{}/{}/{}/{}/{}",
+            part('a'),
+            part('b'),
+            part('c'),
+            part('d'),
+            "e".repeat(98)
+        );
+        assert_eq!(long.len(), 900);
+        let unusual = [
+            long.as_str(),
+            "p/with space/a b",
+            "p/unicode/é日本🙂",
+            "p/plus+sign/1+1",
+            "p/equals=/k=v",
+            "p/mixed/a-b_c.d~e,f;g@h",
+        ];
+        for (i, k) in unusual.iter().enumerate() {
+            let data = Bytes::from(format!("value {i}"));
+            assert_eq!(
+                s.create(k, data.clone()).await.unwrap(),
+                Created::New,
+                "{k}"
+            );
+            assert_eq!(
+                s.create(k, b("x")).await.unwrap(),
+                Created::AlreadyExists,
+                "{k}"
+            );
+            assert_eq!(s.read(k, 0..data.len() as u64).await.unwrap(), data, "{k}");
+        }
+        let mut want: Vec<String> = unusual.iter().map(|k| (*k).to_owned()).collect();
+        want.sort();
+        let got: Vec<String> = s
+            .list("p/")
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|m| m.key)
+            .collect();
+        assert_eq!(got, want);
+        for k in unusual {
+            s.delete(k).await.unwrap();
+        }
+        assert!(s.list("p/").await.unwrap().is_empty());
+    }
+
+    /// Errors must say which kind they are (used by S3 cases: a missing
+    /// bucket is not retryable).
+    pub fn is_permanent(kind: StorageErrorKind) -> bool {
+        kind == StorageErrorKind::Permanent
+    }
+}
+
+macro_rules! conformance {
+    ($(#[$attr:meta])* $backend:ident) => {
+        $(#[$attr])*
+        mod $backend {
+            use super::*;
+
+            macro_rules! case {
+                ($check:ident) => {
+                    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+                    async fn $check() {
+                        let tag = concat!(stringify!($backend), "/", stringify!($check));
+                        if let Some(b) = make::$backend(tag).await {
+                            checks::$check(b.storage.clone()).await;
+                        }
+                    }
+                };
+            }
+
+            case!(create_twice_keeps_the_first_bytes);
+            case!(concurrent_creates_have_one_winner);
+            case!(ranged_reads_check_both_edges);
+            case!(listings_are_ordered_isolated_and_sized);
+            case!(deletes_are_idempotent);
+            case!(long_and_unusual_keys_work);
+        }
+    };
+}
+
+conformance!(memory);
+conformance!(faulty_memory);
+conformance!(file);
+conformance!(
+    #[cfg(feature = "opendal")]
+    opendal_memory
+);
+conformance!(
+    #[cfg(feature = "opendal")]
+    opendal_fs
+);
+conformance!(
+    #[cfg(feature = "object_store")]
+    object_store_memory
+);
+conformance!(
+    #[cfg(feature = "object_store")]
+    object_store_local
+);
+conformance!(
+    #[cfg(feature = "opendal")]
+    opendal_s3
+);
+conformance!(
+    #[cfg(feature = "object_store")]
+    object_store_s3
+);
+
+/// opendal fs WITH `atomic_write_dir` checks for the key, then renames a
+/// temporary file over it: sequential creates see AlreadyExists, racing ones
+/// may all "win" (the last rename's bytes stay). What the suite asserts
+/// instead: the object always holds one writer's complete bytes.
+#[cfg(feature = "opendal")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn opendal_fs_atomic_write_dir_is_not_exclusive() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("root");
+    let tmp = dir.path().join("tmp");
+    let b = opendal::services::Fs::default()
+        .root(root.to_str().unwrap())
+        .atomic_write_dir(tmp.to_str().unwrap());
+    let s = Storage::from_opendal(opendal::Operator::new(b).unwrap());
+    assert_eq!(
+        s.create("k", Bytes::from_static(b"a")).await.unwrap(),
+        Created::New
+    );
+    assert_eq!(
+        s.create("k", Bytes::from_static(b"b")).await.unwrap(),
+        Created::AlreadyExists
+    );
+    let tasks: Vec<_> = (0..16u8)
+        .map(|i| {
+            let s = s.clone();
+            tokio::spawn(async move { s.create("race", Bytes::from(vec![i; 4096])).await.unwrap() })
+        })
+        .collect();
+    let mut winners = 0;
+    for t in tasks {
+        if t.await.unwrap() == Created::New {
+            winners += 1;
+        }
+    }
+    eprintln!("opendal fs with atomic_write_dir: {winners} of 16 racing creates returned New");
+    assert!(winners >= 1);
+    let data = s.read("race", 0..4096).await.unwrap();
+    assert!(
+        data.iter().all(|b| *b == data[0]),
+        "a torn object under its final name"
+    );
+}
+
+/// A missing bucket is a permanent error through both adapters, and
+/// `from_url` reaches the server with the standard AWS variables.
+#[cfg(any(feature = "opendal", feature = "object_store"))]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn s3_from_url_and_missing_bucket() {
+    let Some(endpoint) = s3_endpoint("s3_from_url_and_missing_bucket") else {
+        return;
+    };
+    // Read by from_url; every S3 client in this binary uses the same dummies.
+    std::env::set_var("AWS_ACCESS_KEY_ID", "objwal-test");
+    std::env::set_var("AWS_SECRET_ACCESS_KEY", "objwal-test");
+    let root = unique_root("from_url");
+    let s = Storage::from_url(&format!(
+        "s3://{S3_BUCKET}/{root}?endpoint={endpoint}&region=us-east-1"
+    ))
+    .unwrap();
+    assert_eq!(
+        s.create("k", Bytes::from_static(b"v")).await.unwrap(),
+        Created::New
+    );
+    assert_eq!(
+        s.create("k", Bytes::from_static(b"w")).await.unwrap(),
+        Created::AlreadyExists
+    );
+    assert_eq!(
+        s.list("").await.unwrap(),
+        vec![ObjectMeta {
+            key: "k".into(),
+            size: 1
+        }]
+    );
+    let missing =
+        Storage::from_url(&format!("s3://no-such-bucket-objwal?endpoint={endpoint}")).unwrap();
+    let e = missing
+        .create("k", Bytes::from_static(b"v"))
+        .await
+        .unwrap_err();
+    assert!(checks::is_permanent(e.kind()), "{e}");
+    #[cfg(feature = "opendal")]
+    {
+        let b = opendal::services::S3::default()
+            .bucket("no-such-bucket-objwal")
+            .endpoint(&endpoint)
+            .region("us-east-1")
+            .access_key_id("objwal-test")
+            .secret_access_key("objwal-test")
+            .disable_config_load()
+            .disable_ec2_metadata();
+        let s = Storage::from_opendal(opendal::Operator::new(b).unwrap());
+        let e = s.create("k", Bytes::from_static(b"v")).await.unwrap_err();
+        assert!(checks::is_permanent(e.kind()), "{e}");
+        let e = s.list("").await.unwrap_err();
+        assert!(checks::is_permanent(e.kind()), "{e}");
+    }
+}
