@@ -11,10 +11,7 @@ async fn appended_entries_replay_in_order_after_a_reopen() {
     let faulty = faulty_memory();
     let storage = faulty.storage();
     let wal = open(&storage, test_config()).await;
-    let ids = wal
-        .append(vec![(1, b("a1")), (2, b("b1")), (1, b("a2"))])
-        .await
-        .unwrap();
+    let ids = wal.append(vec![(1, b("a1")), (2, b("b1")), (1, b("a2"))]).await.unwrap();
     assert_eq!(ids.len(), 3);
     assert_eq!(format::sequence_of(ids[0]), format::sequence_of(ids[1]));
     assert!(ids[2] > ids[0], "ids of a region increase");
@@ -36,9 +33,7 @@ async fn appended_entries_replay_in_order_after_a_reopen() {
     assert!(next[0] > more[0], "ids keep increasing across lives");
     wal.stop().await.unwrap();
 
-    let reader = WalReader::open(storage.clone(), "t", Config::default())
-        .await
-        .unwrap();
+    let reader = WalReader::open(storage.clone(), "t", Config::default()).await.unwrap();
     assert_eq!(reader.regions(), vec![1, 2]);
     let mut stream = Box::pin(reader.read(1, 0));
     let mut seen = Vec::new();
@@ -74,44 +69,22 @@ async fn bad_arguments_get_clear_errors() {
     let err = wal.append(vec![(u64::MAX, b("x"))]).await.unwrap_err();
     assert!(matches!(err, Error::InvalidArgument { .. }), "{err}");
     assert!(err.to_string().contains("reserved"), "{err}");
-    assert!(matches!(
-        wal.obsolete(u64::MAX, 1).await,
-        Err(Error::InvalidArgument { .. })
-    ));
-    assert!(matches!(
-        wal.obsolete(1, u64::MAX).await,
-        Err(Error::InvalidArgument { .. })
-    ));
+    assert!(matches!(wal.obsolete(u64::MAX, 1).await, Err(Error::InvalidArgument { .. })));
+    assert!(matches!(wal.obsolete(1, u64::MAX).await, Err(Error::InvalidArgument { .. })));
     assert_eq!(wal.append(vec![]).await.unwrap(), Vec::<u64>::new());
     let too_many: Vec<_> = (0..=MAX_POSITION).map(|_| (3, Bytes::new())).collect();
     let err = wal.append(too_many).await.unwrap_err();
     assert!(err.to_string().contains("positions"), "{err}");
     for prefix in ["", "/abs", "a//b", "a/../b"] {
-        let err = objwal::Wal::open(storage.clone(), prefix, test_config())
-            .await
-            .unwrap_err();
-        assert!(
-            matches!(err, Error::InvalidArgument { .. }),
-            "{prefix}: {err}"
-        );
+        let err = objwal::Wal::open(storage.clone(), prefix, test_config()).await.unwrap_err();
+        assert!(matches!(err, Error::InvalidArgument { .. }), "{prefix}: {err}");
     }
     let bad = Config {
         max_inflight_creates: 0,
         ..Config::default()
     };
-    let err = objwal::Wal::open(storage.clone(), "t2", bad)
-        .await
-        .unwrap_err();
-    assert!(
-        matches!(
-            err,
-            Error::InvalidConfig {
-                field: "max_inflight_creates",
-                ..
-            }
-        ),
-        "{err}"
-    );
+    let err = objwal::Wal::open(storage.clone(), "t2", bad).await.unwrap_err();
+    assert!(matches!(err, Error::InvalidConfig { field: "max_inflight_creates", .. }), "{err}");
     wal.stop().await.unwrap();
 }
 
@@ -129,11 +102,7 @@ async fn a_region_running_out_of_positions_seals_the_batch_first() {
     let a = a.unwrap();
     let b2 = b2.unwrap();
     assert_eq!(format::position_of(*a.last().unwrap()), MAX_POSITION - 1);
-    assert_eq!(
-        format::position_of(b2[0]),
-        1,
-        "the second append opened a new batch"
-    );
+    assert_eq!(format::position_of(b2[0]), 1, "the second append opened a new batch");
     assert!(format::sequence_of(b2[0]) > format::sequence_of(a[0]));
     wal.stop().await.unwrap();
 }
@@ -148,10 +117,7 @@ async fn an_append_larger_than_a_batch_is_admitted_whole() {
     };
     let wal = open(&storage, config).await;
     let big = Bytes::from(vec![7u8; 10_000]);
-    let ids = wal
-        .append(vec![(1, big.clone()), (1, b("tail"))])
-        .await
-        .unwrap();
+    let ids = wal.append(vec![(1, big.clone()), (1, b("tail"))]).await.unwrap();
     assert_eq!(format::sequence_of(ids[0]), format::sequence_of(ids[1]));
     let entries = read_all(&wal, 1, 0).await;
     assert_eq!(entries[0].data, big);
@@ -166,11 +132,7 @@ async fn stop_is_idempotent_and_later_calls_are_refused() {
     let clone = wal.clone();
     wal.stop().await.unwrap();
     clone.stop().await.unwrap();
-    assert!(clone
-        .append(vec![(1, b("y"))])
-        .await
-        .unwrap_err()
-        .is_stopped());
+    assert!(clone.append(vec![(1, b("y"))]).await.unwrap_err().is_stopped());
     assert!(clone.obsolete(1, 1).await.unwrap_err().is_stopped());
 }
 
@@ -188,9 +150,5 @@ async fn dropping_every_handle_ends_the_actor_like_a_crash() {
     assert_eq!(entries[0].id, ids[0]);
     wal.stop().await.unwrap();
     let listed = storage.list("t/objects/").await.unwrap();
-    assert_eq!(
-        listed.len(),
-        3,
-        "two start objects and one batch: {listed:?}"
-    );
+    assert_eq!(listed.len(), 3, "two start objects and one batch: {listed:?}");
 }
