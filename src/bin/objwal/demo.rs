@@ -280,8 +280,13 @@ fn print_summary(
             log.flushed_regions()
         );
     }
+    let collected = if report.obsolete_gone > 0 {
+        format!("; {} obsolete entries collected", report.obsolete_gone)
+    } else {
+        String::new()
+    };
     out!(
-        "replayed:     {} entries ({} acknowledged, not yet logged when killed)",
+        "replayed:     {} entries ({} acknowledged, not yet logged when killed{collected})",
         report.replayed,
         report.unlogged
     );
