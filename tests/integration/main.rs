@@ -2,6 +2,8 @@
 //! Run with `--all-features` (the fault wrapper is behind `testing`).
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
+#[cfg(feature = "cli")]
+mod cli;
 mod common;
 mod format_fixtures;
 mod format_robustness;

@@ -1,2 +1,175 @@
-//! The `objwal` command line tool.
-fn main() {}
+//! The `objwal` command line tool: `demo`, `inspect`, `verify`, `dump` and
+//! `bench` over any storage URL (`file://`, `memory://`, `s3://`, ...).
+//!
+//! Exit codes: 0 success; 1 a failure the tool found (a replay mismatch,
+//! damaged objects, a storage or store error); 2 bad input (a clap error, a
+//! bad URL, a bad configuration value, an unknown region), always with a
+//! one-line message on stderr. Nothing panics on bad input: every fallible
+//! path returns a [`CliError`] that `main` maps to its exit code.
+#![allow(
+    clippy::print_stderr,
+    reason = "a command line tool reports its errors on stderr"
+)]
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// Prints a line on stdout. A closed pipe (`objwal inspect URL | head`)
+/// ends the output, not the command: no panic, no error.
+macro_rules! out {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout().lock(), $($arg)*);
+    }};
+}
+
+mod bench;
+mod bench_report;
+mod counting;
+mod demo;
+mod demo_check;
+mod demo_child;
+mod dump;
+mod inspect;
+mod payload;
+mod store;
+mod verify;
+
+/// objwal: a write-ahead log on object storage.
+#[derive(Debug, Parser)]
+#[command(name = "objwal", version, about)]
+struct Cli {
+    /// The WAL prefix inside the store.
+    #[arg(long, global = true, default_value = "objwal")]
+    prefix: String,
+    /// Tracing logs on stderr (-v info, -vv debug, -vvv trace); RUST_LOG wins.
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    verbose: u8,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// A storage-engine workload that is SIGKILLed, reopened and checked.
+    Demo(demo::DemoArgs),
+    /// The writer process of `demo` (internal).
+    #[command(hide = true)]
+    DemoChild(demo_child::ChildArgs),
+    /// The objects of a prefix and a per-region summary (read-only).
+    Inspect(inspect::InspectArgs),
+    /// Decodes every object fully; exit 1 on damage (read-only).
+    Verify(verify::VerifyArgs),
+    /// The entries of one region (read-only).
+    Dump(dump::DumpArgs),
+    /// The write path under load: throughput, latency, objects, requests.
+    Bench(bench::BenchArgs),
+}
+
+/// Why a command did not succeed, and so which exit code it gets.
+#[derive(Debug)]
+pub enum CliError {
+    /// Bad input: a URL, a configuration value, an argument (exit 2).
+    Usage(String),
+    /// The command ran and found a failure (exit 1).
+    Failed(String),
+}
+
+impl CliError {
+    fn exit_code(&self) -> u8 {
+        match self {
+            CliError::Usage(_) => 2,
+            CliError::Failed(_) => 1,
+        }
+    }
+
+    fn message(&self) -> &str {
+        match self {
+            CliError::Usage(m) | CliError::Failed(m) => m,
+        }
+    }
+}
+
+impl From<objwal::Error> for CliError {
+    /// Refused arguments and configurations are bad input; everything else
+    /// is a failure.
+    fn from(e: objwal::Error) -> Self {
+        match e {
+            objwal::Error::InvalidArgument { .. } | objwal::Error::InvalidConfig { .. } => {
+                CliError::Usage(e.to_string())
+            }
+            other => CliError::Failed(other.to_string()),
+        }
+    }
+}
+
+impl From<objwal::StorageError> for CliError {
+    fn from(e: objwal::StorageError) -> Self {
+        CliError::Failed(format!("storage request failed: {e}"))
+    }
+}
+
+/// The result of a command.
+pub type CliResult = Result<(), CliError>;
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        // Help and version print and exit 0; usage errors exit 2.
+        Err(e) => e.exit(),
+    };
+    init_tracing(cli.verbose);
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("objwal: cannot start the async runtime: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    let prefix = cli.prefix;
+    let result = runtime.block_on(async move {
+        match cli.command {
+            Command::Demo(args) => demo::run(&prefix, cli.verbose, args).await,
+            Command::DemoChild(args) => demo_child::run(&prefix, args).await,
+            Command::Inspect(args) => inspect::run(&prefix, args).await,
+            Command::Verify(args) => verify::run(&prefix, args).await,
+            Command::Dump(args) => dump::run(&prefix, args).await,
+            Command::Bench(args) => bench::run(&prefix, args).await,
+        }
+    });
+    // Background tasks (a stopped store's deletes, a killed child's reaper)
+    // must not hold the exit.
+    runtime.shutdown_timeout(std::time::Duration::from_secs(1));
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("objwal: {}", e.message());
+            ExitCode::from(e.exit_code())
+        }
+    }
+}
+
+/// Logs to stderr: `RUST_LOG` when set, else warnings, raised by `-v`.
+fn init_tracing(verbose: u8) {
+    use tracing_subscriber::EnvFilter;
+    let default = match verbose {
+        0 => "warn",
+        1 => "info",
+        2 => "debug",
+        _ => "trace",
+    };
+    let filter = match std::env::var("RUST_LOG") {
+        Ok(spec) if !spec.is_empty() => EnvFilter::try_new(spec),
+        _ => EnvFilter::try_new(default),
+    }
+    .unwrap_or_else(|_| EnvFilter::new("warn"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .try_init();
+}

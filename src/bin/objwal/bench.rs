@@ -1,0 +1,331 @@
+//! `objwal bench --store URL`: the write path under load.
+//!
+//! Each of `--rounds` rounds opens a WAL under a fresh prefix on a
+//! request-counting wrapper of the store ([`crate::counting`]), runs
+//! `--writers` tasks appending `--payload`-byte entries for `--seconds`, and
+//! records every append's latency, the objects created and every request.
+//! In enqueued mode a writer also waits for durability behind its appends
+//! (at most `max_unpersisted_bytes` across writers in flight, as an engine
+//! bounds its memtable) and a round ends only once all it appended is
+//! durable, so throughput counts durable bytes. Afterwards the round's
+//! objects are deleted.
+//!
+//! The baseline, measured in the same run, is the floor cost of one durable
+//! object: serial raw `create`s, directly on the store, of objects of the
+//! bench's median object size. Figures are medians over rounds, and ratios
+//! against that baseline ([`crate::bench_report`]).
+
+use std::io::IsTerminal;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use bytes::Bytes;
+use futures::stream::FuturesOrdered;
+use futures::{FutureExt, StreamExt};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use objwal::{AckMode, Config, ObjectStorage, Storage, Wal};
+use tokio::time::Instant;
+
+use crate::bench_report::{self, Baseline, Round};
+use crate::counting::Counting;
+use crate::store::{self, AckModeArg};
+use crate::{CliError, CliResult};
+
+/// Arguments of `objwal bench`.
+#[derive(Debug, clap::Args)]
+pub struct BenchArgs {
+    /// The store URL (file:///path, memory://, s3://bucket/root?...).
+    #[arg(long)]
+    store: String,
+    /// Seconds of load per round.
+    #[arg(long, default_value = "5", value_parser = store::seconds)]
+    seconds: f64,
+    /// Rounds; figures are medians over them.
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=100))]
+    rounds: u32,
+    /// Concurrent writer tasks (one append in flight each).
+    #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u16).range(1..=10_000))]
+    writers: u16,
+    /// Bytes per entry.
+    #[arg(long, default_value_t = 1024, value_parser = clap::value_parser!(u32).range(1..=16_777_216))]
+    payload: u32,
+    /// Regions the writers spread over (writer i appends to region i mod R).
+    #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u64).range(1..))]
+    regions: u64,
+    /// When appends return.
+    #[arg(long, value_enum, default_value = "durable")]
+    ack_mode: AckModeArg,
+    /// The store's flush interval (e.g. "100ms"; default: the library's).
+    #[arg(long)]
+    flush_interval: Option<String>,
+    /// The store's batch size (e.g. "8MiB"; default: the library's).
+    #[arg(long)]
+    max_batch_bytes: Option<String>,
+    /// Conditional creates in flight (default: the library's).
+    #[arg(long)]
+    max_inflight_creates: Option<u64>,
+}
+
+/// Runs the bench.
+pub async fn run(prefix: &str, args: BenchArgs) -> CliResult {
+    store::prefix(prefix)?;
+    let config = config(&args)?;
+    let storage = store::open(&args.store, false)?;
+    let stamp = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis());
+    let run_prefix = format!("{prefix}/bench-{}-{stamp}", std::process::id());
+    store::prefix(&run_prefix)?;
+    bench_report::print_setup(&args.store, &run_prefix, &config, &args.describe());
+
+    let progress = progress_bar(args.rounds, args.seconds);
+    let mut rounds = Vec::new();
+    for n in 1..=args.rounds {
+        let round_prefix = format!("{run_prefix}/r{n}");
+        progress.set_message(format!("round {n}/{}", args.rounds));
+        let round = round(&storage, &round_prefix, &config, &args, &progress).await;
+        let cleaned = clean(&storage, &round_prefix).await;
+        let round = round?;
+        cleaned?;
+        progress.suspend(|| bench_report::print_round(n, &round));
+        rounds.push(round);
+    }
+    progress.set_message("baseline");
+    let object_bytes = bench_report::median_object_bytes(&rounds);
+    let baseline = baseline(&storage, &run_prefix, object_bytes, args.seconds).await;
+    progress.finish_and_clear();
+    let baseline = baseline?;
+    bench_report::print_summary(&rounds, &baseline);
+    Ok(())
+}
+
+impl BenchArgs {
+    fn describe(&self) -> String {
+        format!(
+            "writers {}, payload {} B, regions {}, {} rounds of {} s",
+            self.writers, self.payload, self.regions, self.rounds, self.seconds
+        )
+    }
+}
+
+fn config(args: &BenchArgs) -> Result<Config, CliError> {
+    let mut overrides = serde_json::Map::new();
+    overrides.insert("ack_mode".into(), args.ack_mode.as_str().into());
+    if let Some(v) = &args.flush_interval {
+        overrides.insert("flush_interval".into(), v.clone().into());
+    }
+    if let Some(v) = &args.max_batch_bytes {
+        overrides.insert("max_batch_bytes".into(), v.clone().into());
+    }
+    if let Some(v) = args.max_inflight_creates {
+        overrides.insert("max_inflight_creates".into(), v.into());
+    }
+    store::config(overrides)
+}
+
+/// A bar over every round's seconds, drawn on stderr only when it is a
+/// terminal.
+fn progress_bar(rounds: u32, seconds: f64) -> ProgressBar {
+    let total = (f64::from(rounds) * seconds * 10.0).ceil() as u64;
+    let target = if std::io::stderr().is_terminal() {
+        ProgressDrawTarget::stderr()
+    } else {
+        ProgressDrawTarget::hidden()
+    };
+    let bar = ProgressBar::with_draw_target(Some(total), target);
+    if let Ok(style) =
+        ProgressStyle::with_template("{spinner} {msg:14} [{bar:40}] {elapsed_precise} {prefix}")
+    {
+        bar.set_style(style.progress_chars("=> "));
+    }
+    bar
+}
+
+/// What one writer saw.
+#[derive(Default)]
+struct WriterStats {
+    latencies: Vec<u64>,
+    appends: u64,
+}
+
+async fn round(
+    storage: &Storage,
+    prefix: &str,
+    config: &Config,
+    args: &BenchArgs,
+    progress: &ProgressBar,
+) -> Result<Round, CliError> {
+    let (counting, counters) = Counting::new(storage.clone());
+    let wal = Wal::open(Storage::new(counting), prefix, config.clone()).await?;
+    let before = counters.snapshot();
+    let started = Instant::now();
+    let deadline = started + Duration::from_secs_f64(args.seconds);
+    let appended = Arc::new(AtomicU64::new(0));
+    let payload = Bytes::from(vec![0xa5u8; args.payload as usize]);
+    // Enqueued mode: the bytes each writer may have not yet durable.
+    let budget = config.max_unpersisted_bytes / u64::from(args.writers);
+    let in_flight = (budget / u64::from(args.payload)).max(2);
+    let mut writers = tokio::task::JoinSet::new();
+    for w in 0..u64::from(args.writers) {
+        let writer = Writer {
+            wal: wal.clone(),
+            region: w % args.regions,
+            payload: payload.clone(),
+            deadline,
+            in_flight,
+            enqueued: config.ack_mode == AckMode::Enqueued,
+            appended: appended.clone(),
+        };
+        writers.spawn(writer.run());
+    }
+    let ticker = tick(progress.clone(), appended.clone(), started, deadline);
+    let mut stats = Vec::new();
+    let mut failure = None;
+    while let Some(done) = writers.join_next().await {
+        match done {
+            Ok(Ok(s)) => stats.push(s),
+            Ok(Err(e)) => failure = failure.or(Some(CliError::from(e))),
+            Err(e) => failure = failure.or(Some(CliError::Failed(format!("a writer failed: {e}")))),
+        }
+    }
+    let elapsed = started.elapsed();
+    ticker.abort();
+    let after = counters.snapshot();
+    let stopped = wal.stop().await;
+    if let Some(e) = failure {
+        return Err(e);
+    }
+    stopped?;
+    let mut latencies: Vec<u64> = stats
+        .iter_mut()
+        .flat_map(|s| s.latencies.drain(..))
+        .collect();
+    latencies.sort_unstable();
+    let appends: u64 = stats.iter().map(|s| s.appends).sum();
+    Ok(Round {
+        seconds: elapsed.as_secs_f64(),
+        appends,
+        bytes: appends * u64::from(args.payload),
+        latencies,
+        requests: after.since(before),
+        object_sizes: counters.sizes_between(before, after),
+    })
+}
+
+/// Moves the progress bar every 100 ms until the deadline.
+fn tick(
+    bar: ProgressBar,
+    appended: Arc<AtomicU64>,
+    started: Instant,
+    deadline: Instant,
+) -> tokio::task::JoinHandle<()> {
+    let base = bar.position();
+    tokio::spawn(async move {
+        let mut interval = tokio::time::interval(Duration::from_millis(100));
+        while Instant::now() < deadline {
+            interval.tick().await;
+            let elapsed = started.elapsed().as_secs_f64();
+            bar.set_position(base + (elapsed * 10.0) as u64);
+            let n = appended.load(Ordering::Relaxed);
+            bar.set_prefix(format!("{:.0} appends/s", n as f64 / elapsed.max(1e-3)));
+        }
+    })
+}
+
+struct Writer {
+    wal: Wal,
+    region: u64,
+    payload: Bytes,
+    deadline: Instant,
+    /// Enqueued mode: appends that may be not yet durable.
+    in_flight: u64,
+    enqueued: bool,
+    appended: Arc<AtomicU64>,
+}
+
+impl Writer {
+    async fn run(self) -> Result<WriterStats, objwal::Error> {
+        let mut stats = WriterStats::default();
+        let mut barriers = FuturesOrdered::new();
+        let mut since_barrier = 0u64;
+        while Instant::now() < self.deadline {
+            let sent = Instant::now();
+            let ids = self
+                .wal
+                .append(vec![(self.region, self.payload.clone())])
+                .await?;
+            stats.latencies.push(sent.elapsed().as_nanos() as u64);
+            stats.appends += 1;
+            self.appended.fetch_add(1, Ordering::Relaxed);
+            if !self.enqueued {
+                continue;
+            }
+            // A durability barrier every half budget; at most two pending.
+            since_barrier += 1;
+            if since_barrier * 2 >= self.in_flight {
+                since_barrier = 0;
+                if let Some(&id) = ids.last() {
+                    let (wal, region) = (self.wal.clone(), self.region);
+                    barriers.push_back(async move { wal.wait_durable(region, id).await }.boxed());
+                }
+            }
+            while barriers.len() > 2 {
+                if let Some(done) = barriers.next().await {
+                    done?;
+                }
+            }
+            while let Some(Some(done)) = barriers.next().now_or_never() {
+                done?;
+            }
+        }
+        if self.enqueued {
+            let (wal, region) = (self.wal.clone(), self.region);
+            let last = wal.latest_entry_id(region);
+            barriers.push_back(async move { wal.wait_durable(region, last).await }.boxed());
+        }
+        while let Some(done) = barriers.next().await {
+            done?;
+        }
+        Ok(stats)
+    }
+}
+
+/// Deletes the objects under `prefix` (a finished round's).
+async fn clean(storage: &Storage, prefix: &str) -> CliResult {
+    let prefix = store::prefix(prefix)?;
+    for object in storage.list(&prefix.objects_prefix()).await? {
+        storage.delete(&object.key).await?;
+    }
+    Ok(())
+}
+
+/// Serial raw creates of `object_bytes`-byte objects for about a second
+/// (at most `seconds`; at least 5 and at most 1000 creates), each deleted
+/// right after it is timed so the store does not fill up.
+async fn baseline(
+    storage: &Storage,
+    prefix: &str,
+    object_bytes: u64,
+    seconds: f64,
+) -> Result<Baseline, CliError> {
+    let data = Bytes::from(vec![
+        0x5au8;
+        usize::try_from(object_bytes).unwrap_or(0).max(1)
+    ]);
+    let budget = Duration::from_secs_f64(seconds.min(1.0));
+    let started = Instant::now();
+    let mut latencies = Vec::new();
+    while latencies.len() < 5 || (started.elapsed() < budget && latencies.len() < 1000) {
+        let key = format!("{prefix}/baseline/{:08}", latencies.len());
+        let sent = Instant::now();
+        storage.create(&key, data.clone()).await?;
+        latencies.push(sent.elapsed().as_nanos() as u64);
+        storage.delete(&key).await?;
+    }
+    latencies.sort_unstable();
+    Ok(Baseline {
+        object_bytes: data.len() as u64,
+        latencies,
+    })
+}

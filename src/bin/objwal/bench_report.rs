@@ -1,0 +1,180 @@
+//! The figures of `objwal bench` and how they are printed: per round, then
+//! medians over rounds beside the baseline (serial raw creates of the
+//! median object size) and their ratio to it.
+
+use objwal::Config;
+
+use crate::counting::Snapshot;
+
+const MIB: f64 = (1u64 << 20) as f64;
+const GIB: f64 = (1u64 << 30) as f64;
+
+/// One round's raw measurements.
+#[derive(Debug)]
+pub struct Round {
+    /// Wall time of the load (and, in enqueued mode, of its drain).
+    pub seconds: f64,
+    /// Appends acknowledged.
+    pub appends: u64,
+    /// Payload bytes acknowledged.
+    pub bytes: u64,
+    /// Every append's latency in nanoseconds, sorted.
+    pub latencies: Vec<u64>,
+    /// Requests made during the load.
+    pub requests: Snapshot,
+    /// Sizes of the objects created during the load.
+    pub object_sizes: Vec<u64>,
+}
+
+/// The floor: serial raw creates of one object size.
+#[derive(Debug)]
+pub struct Baseline {
+    /// The size of each object created.
+    pub object_bytes: u64,
+    /// Every create's latency in nanoseconds, sorted.
+    pub latencies: Vec<u64>,
+}
+
+/// The figures of a round.
+#[derive(Debug, Clone, Copy)]
+struct Figures {
+    appends_per_s: f64,
+    mib_per_s: f64,
+    p50_ms: f64,
+    p90_ms: f64,
+    p99_ms: f64,
+    max_ms: f64,
+    objects_per_s: f64,
+    requests_per_gib: f64,
+    object_bytes: f64,
+}
+
+impl Round {
+    fn figures(&self) -> Figures {
+        let secs = self.seconds.max(1e-9);
+        let mut sizes = self.object_sizes.clone();
+        sizes.sort_unstable();
+        Figures {
+            appends_per_s: self.appends as f64 / secs,
+            mib_per_s: self.bytes as f64 / MIB / secs,
+            p50_ms: percentile_ms(&self.latencies, 0.50),
+            p90_ms: percentile_ms(&self.latencies, 0.90),
+            p99_ms: percentile_ms(&self.latencies, 0.99),
+            max_ms: self.latencies.last().map_or(0.0, |n| *n as f64 / 1e6),
+            objects_per_s: self.requests.creates as f64 / secs,
+            requests_per_gib: if self.bytes == 0 {
+                0.0
+            } else {
+                self.requests.requests as f64 * GIB / self.bytes as f64
+            },
+            object_bytes: median_u64(&sizes) as f64,
+        }
+    }
+}
+
+/// The `q` quantile of sorted nanoseconds, in milliseconds.
+fn percentile_ms(sorted: &[u64], q: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let at = ((sorted.len() as f64 - 1.0) * q).round() as usize;
+    sorted.get(at).map_or(0.0, |n| *n as f64 / 1e6)
+}
+
+fn median_u64(sorted: &[u64]) -> u64 {
+    sorted.get(sorted.len() / 2).copied().unwrap_or(0)
+}
+
+fn median(mut values: Vec<f64>) -> f64 {
+    values.sort_by(f64::total_cmp);
+    values.get(values.len() / 2).copied().unwrap_or(0.0)
+}
+
+/// The median object size over every round's objects (the baseline's size).
+pub fn median_object_bytes(rounds: &[Round]) -> u64 {
+    let mut sizes: Vec<u64> = rounds
+        .iter()
+        .flat_map(|r| r.object_sizes.iter().copied())
+        .collect();
+    sizes.sort_unstable();
+    median_u64(&sizes).max(1)
+}
+
+/// The machine, the store and the configuration.
+pub fn print_setup(store: &str, prefix: &str, config: &Config, load: &str) {
+    let cpus = std::thread::available_parallelism().map_or(0, std::num::NonZero::get);
+    out!("objwal bench: {store} (prefix {prefix}); machine: {cpus} CPUs (nproc)");
+    out!(
+        "config: ack_mode {:?}, flush_interval {:?}, max_batch_bytes {}, max_inflight_creates {}, max_unpersisted_bytes {}",
+        config.ack_mode,
+        config.flush_interval,
+        config.max_batch_bytes,
+        config.max_inflight_creates,
+        config.max_unpersisted_bytes
+    );
+    out!("load: {load}");
+}
+
+/// One line per round.
+pub fn print_round(n: u32, round: &Round) {
+    let f = round.figures();
+    out!(
+        "round {n}: {:.0} appends/s, {:.2} MiB/s, p50 {:.3} ms, p99 {:.3} ms, {:.1} objects/s, {:.0} requests/GiB, median object {:.0} B",
+        f.appends_per_s, f.mib_per_s, f.p50_ms, f.p99_ms, f.objects_per_s, f.requests_per_gib, f.object_bytes
+    );
+}
+
+/// Medians over rounds beside the baseline and the ratio to it.
+pub fn print_summary(rounds: &[Round], baseline: &Baseline) {
+    let figures: Vec<Figures> = rounds.iter().map(Round::figures).collect();
+    let med = |f: fn(&Figures) -> f64| median(figures.iter().map(f).collect());
+    let create_ms = percentile_ms(&baseline.latencies, 0.5);
+    let total_s = baseline.latencies.iter().sum::<u64>() as f64 / 1e9;
+    let base_objects_per_s = baseline.latencies.len() as f64 / total_s.max(1e-9);
+    let base_mib_per_s = base_objects_per_s * baseline.object_bytes as f64 / MIB;
+    let base_requests_per_gib = GIB / baseline.object_bytes.max(1) as f64;
+    out!(
+        "baseline: {} serial raw creates of {} B: p50 {:.3} ms, p99 {:.3} ms, max {:.3} ms",
+        baseline.latencies.len(),
+        baseline.object_bytes,
+        create_ms,
+        percentile_ms(&baseline.latencies, 0.99),
+        baseline.latencies.last().map_or(0.0, |n| *n as f64 / 1e6)
+    );
+    out!(
+        "{:<22} {:>16} {:>16} {:>12}",
+        format!("median of {}", rounds.len()),
+        "bench",
+        "baseline",
+        "ratio"
+    );
+    let row = |name: &str, bench: f64, base: Option<f64>| {
+        let (base_s, ratio_s) = match base {
+            Some(b) if b > 0.0 => (format!("{b:.3}"), format!("{:.2}x", bench / b)),
+            _ => ("-".to_owned(), "-".to_owned()),
+        };
+        out!("{name:<22} {bench:>16.3} {base_s:>16} {ratio_s:>12}");
+    };
+    row("appends/s", med(|f| f.appends_per_s), None);
+    row("MiB/s", med(|f| f.mib_per_s), Some(base_mib_per_s));
+    row("latency p50 ms", med(|f| f.p50_ms), Some(create_ms));
+    row("latency p90 ms", med(|f| f.p90_ms), Some(create_ms));
+    row("latency p99 ms", med(|f| f.p99_ms), Some(create_ms));
+    row("latency max ms", med(|f| f.max_ms), Some(create_ms));
+    row(
+        "objects/s",
+        med(|f| f.objects_per_s),
+        Some(base_objects_per_s),
+    );
+    row(
+        "requests per GiB",
+        med(|f| f.requests_per_gib),
+        Some(base_requests_per_gib),
+    );
+    row(
+        "median object bytes",
+        med(|f| f.object_bytes),
+        Some(baseline.object_bytes as f64),
+    );
+    out!("(latency ratios are against one serial create of the median object; the baseline's MiB/s is one object at a time)");
+}

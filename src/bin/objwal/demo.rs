@@ -1,0 +1,309 @@
+//! `objwal demo`: a storage-engine workload that crashes and is checked.
+//!
+//! The parent re-executes its own binary as the hidden `demo-child`
+//! ([`crate::demo_child`]), which appends, flushes and logs every
+//! acknowledgement. At a random moment (seeded: 40% to 100% of `--seconds`)
+//! the parent SIGKILLs it, reopens the WAL in-process, replays every region
+//! from 0 and checks the replay against the log ([`crate::demo_check`]).
+//! It obsoletes nothing itself, stops the reopened store cleanly, prints a
+//! summary and exits 1 on any mismatch.
+//!
+//! The default store is a fresh directory under the system temp directory,
+//! kept afterwards so that `objwal inspect` can look at it.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use futures::StreamExt;
+use objwal::{ObjectStorage, Storage, Wal};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+
+use crate::demo_check::{AckLog, Checker, Report};
+use crate::store::{self, AckModeArg};
+use crate::{CliError, CliResult};
+
+/// Arguments of `objwal demo`.
+#[derive(Debug, clap::Args)]
+pub struct DemoArgs {
+    /// The store URL (default: a fresh directory under the temp directory).
+    #[arg(long)]
+    store: Option<String>,
+    /// How long the writer runs at most before it is killed.
+    #[arg(long, default_value = "3", value_parser = store::seconds)]
+    seconds: f64,
+    /// When the writer's appends return.
+    #[arg(long, value_enum, default_value = "durable")]
+    ack_mode: AckModeArg,
+    /// Regions appended to.
+    #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    regions: u32,
+    /// Concurrent writer tasks.
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..=1024))]
+    writers: u16,
+    /// The random seed (default: from the clock); printed for replays.
+    #[arg(long)]
+    seed: Option<u64>,
+    /// The writer's flush interval (a duration like "10ms").
+    #[arg(long, default_value = "10ms")]
+    flush_interval: String,
+}
+
+/// Where the demo keeps its store and its acknowledgement log.
+struct Place {
+    url: String,
+    log: PathBuf,
+    /// Remove the log after a success (it lives beside a user's store).
+    remove_log: bool,
+}
+
+fn place(store_url: Option<&str>) -> Result<Place, CliError> {
+    let stamp = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis());
+    let name = format!("objwal-demo-{}-{stamp}", std::process::id());
+    let tmp = std::env::temp_dir();
+    match store_url {
+        Some(url) => {
+            if url.starts_with("memory:") {
+                return Err(CliError::Usage(format!(
+                    "storage URL {url:?}: the demo's writer is another process, so it needs a store that outlives it (file://, s3://)"
+                )));
+            }
+            Ok(Place {
+                url: url.to_owned(),
+                log: tmp.join(format!("{name}.acks.log")),
+                remove_log: true,
+            })
+        }
+        None => {
+            let base = tmp.join(name);
+            std::fs::create_dir_all(&base)
+                .map_err(|e| CliError::Failed(format!("cannot create {}: {e}", base.display())))?;
+            let url = ::url::Url::from_directory_path(base.join("store"))
+                .map_err(|()| CliError::Failed(format!("{} is not absolute", base.display())))?
+                .to_string();
+            Ok(Place {
+                url: url.trim_end_matches('/').to_owned(),
+                log: base.join("acks.log"),
+                remove_log: false,
+            })
+        }
+    }
+}
+
+/// Runs the demo.
+pub async fn run(prefix: &str, verbose: u8, args: DemoArgs) -> CliResult {
+    store::prefix(prefix)?;
+    let flush = serde_json::Map::from_iter([(
+        "flush_interval".to_owned(),
+        serde_json::Value::from(args.flush_interval.clone()),
+    )]);
+    store::config(flush)?;
+    let place = place(args.store.as_deref())?;
+    let storage = store::open(&place.url, false)?;
+    let seed = args.seed.unwrap_or_else(clock_seed);
+    let mut rng = StdRng::seed_from_u64(seed);
+    let kill_after = Duration::from_secs_f64(args.seconds * rng.random_range(0.4..=1.0));
+    let enqueued = args.ack_mode == AckModeArg::Enqueued;
+    out!(
+        "objwal demo: {} regions, {} writers, {} acks, flush interval {}, seed {seed}",
+        args.regions,
+        args.writers,
+        args.ack_mode.as_str(),
+        args.flush_interval
+    );
+    out!("store:        {} (prefix {prefix})", place.url);
+
+    let killed = run_child(prefix, verbose, &args, &place, seed, kill_after).await?;
+    out!(
+        "writer:       pid {} SIGKILLed after {:.2} s (of {} s)",
+        killed.pid,
+        killed.after.as_secs_f64(),
+        args.seconds
+    );
+    let text = std::fs::read_to_string(&place.log)
+        .map_err(|e| CliError::Failed(format!("cannot read {}: {e}", place.log.display())))?;
+    let log = AckLog::parse(&text).map_err(CliError::Failed)?;
+    let (objects, bytes) = usage(&storage, prefix).await?;
+
+    let started = Instant::now();
+    let wal = Wal::open(storage, prefix, objwal::Config::default()).await?;
+    let open_time = started.elapsed();
+    let mut checker = Checker::new(&log, enqueued);
+    let replay = replay(&wal, args.regions, &mut checker).await;
+    let stopped = wal.stop().await;
+    replay?;
+    let report = checker.finish();
+    print_summary(&log, &report, objects, bytes, open_time, enqueued);
+    if let Err(e) = stopped {
+        return Err(CliError::Failed(format!(
+            "the reopened store did not stop cleanly: {e}"
+        )));
+    }
+    if !report.mismatches.is_empty() {
+        for m in report.mismatches.iter().take(20) {
+            out!("  mismatch: {m}");
+        }
+        return Err(CliError::Failed(format!(
+            "demo: {} mismatches (acknowledgement log kept at {}, seed {seed})",
+            report.mismatches.len(),
+            place.log.display()
+        )));
+    }
+    if place.remove_log {
+        let _ = std::fs::remove_file(&place.log);
+    } else if let Some(path) = store::file_path(&place.url) {
+        out!("look inside:  objwal inspect {}", display_url(&path));
+    }
+    Ok(())
+}
+
+fn display_url(path: &Path) -> String {
+    format!("file://{}", path.display())
+}
+
+fn clock_seed() -> u64 {
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    nanos ^ u64::from(std::process::id()).rotate_left(32)
+}
+
+struct Killed {
+    pid: u32,
+    after: Duration,
+}
+
+/// Starts the writer process and SIGKILLs it after `kill_after`. Its exit
+/// before that is a failure.
+async fn run_child(
+    prefix: &str,
+    verbose: u8,
+    args: &DemoArgs,
+    place: &Place,
+    seed: u64,
+    kill_after: Duration,
+) -> Result<Killed, CliError> {
+    let exe = std::env::current_exe()
+        .map_err(|e| CliError::Failed(format!("cannot find the objwal binary: {e}")))?;
+    let mut command = tokio::process::Command::new(exe);
+    if verbose > 0 {
+        command.arg(format!("-{}", "v".repeat(usize::from(verbose))));
+    }
+    command
+        .arg("--prefix")
+        .arg(prefix)
+        .arg("demo-child")
+        .arg("--store")
+        .arg(&place.url)
+        .arg("--log")
+        .arg(&place.log)
+        .arg("--ack-mode")
+        .arg(args.ack_mode.as_str())
+        .arg("--regions")
+        .arg(args.regions.to_string())
+        .arg("--writers")
+        .arg(args.writers.to_string())
+        .arg("--seed")
+        .arg(seed.to_string())
+        .arg("--flush-interval")
+        .arg(&args.flush_interval)
+        .arg("--deadline")
+        .arg((args.seconds + 60.0).to_string())
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .kill_on_drop(true);
+    let started = Instant::now();
+    let mut child = command
+        .spawn()
+        .map_err(|e| CliError::Failed(format!("cannot start the writer process: {e}")))?;
+    let pid = child.id().unwrap_or(0);
+    tokio::select! {
+        status = child.wait() => {
+            let status = status.map_err(|e| CliError::Failed(format!("writer process: {e}")))?;
+            Err(CliError::Failed(format!("the writer process ended by itself ({status}) before the kill")))
+        }
+        () = tokio::time::sleep(kill_after) => {
+            // SIGKILL: no destructor, no flush, no stop runs in the child.
+            child.start_kill().map_err(|e| CliError::Failed(format!("cannot kill the writer: {e}")))?;
+            let after = started.elapsed();
+            child.wait().await.map_err(|e| CliError::Failed(format!("writer process: {e}")))?;
+            Ok(Killed { pid, after })
+        }
+    }
+}
+
+/// The number and bytes of the prefix's objects.
+async fn usage(storage: &Storage, prefix: &str) -> Result<(usize, u64), CliError> {
+    let prefix = store::prefix(prefix)?;
+    let listed = storage.list(&prefix.objects_prefix()).await?;
+    Ok((listed.len(), listed.iter().map(|o| o.size).sum()))
+}
+
+/// Replays every region from 0 into the checker.
+async fn replay(wal: &Wal, regions: u32, checker: &mut Checker<'_>) -> CliResult {
+    for region in 0..u64::from(regions) {
+        let mut entries = Box::pin(wal.read(region, 0));
+        while let Some(entry) = entries.next().await {
+            let entry = entry
+                .map_err(|e| CliError::Failed(format!("replay of region {region} failed: {e}")))?;
+            checker.entry(region, entry.id, &entry.data);
+        }
+    }
+    Ok(())
+}
+
+fn print_summary(
+    log: &AckLog,
+    report: &Report,
+    objects: usize,
+    bytes: u64,
+    open_time: Duration,
+    enqueued: bool,
+) {
+    out!(
+        "objects:      {objects} ({:.2} MiB) written by the writer",
+        bytes as f64 / f64::from(1u32 << 20)
+    );
+    if enqueued {
+        out!(
+            "acknowledged: {} entries logged, {} of them logged durable; {} regions flushed",
+            log.acknowledged(),
+            log.durable(),
+            log.flushed_regions()
+        );
+    } else {
+        out!(
+            "acknowledged: {} entries logged; {} regions flushed",
+            log.acknowledged(),
+            log.flushed_regions()
+        );
+    }
+    let collected = if report.obsolete_gone > 0 {
+        format!("; {} obsolete entries collected", report.obsolete_gone)
+    } else {
+        String::new()
+    };
+    out!(
+        "replayed:     {} entries ({} acknowledged, not yet logged when killed{collected})",
+        report.replayed,
+        report.unlogged
+    );
+    if enqueued {
+        out!(
+            "lost:         {} acknowledged, not yet durable entries in {} whole objects (allowed in enqueued mode)",
+            report.lost, report.lost_objects
+        );
+    }
+    out!("open time:    {:.1} ms", open_time.as_secs_f64() * 1000.0);
+    if report.mismatches.is_empty() {
+        let what = if enqueued { "durable" } else { "acknowledged" };
+        out!("verdict:      OK: every {what} entry replayed byte for byte, in order, once");
+    } else {
+        out!(
+            "verdict:      FAILED: {} mismatches",
+            report.mismatches.len()
+        );
+    }
+}

@@ -1,0 +1,140 @@
+//! `objwal dump URL --region R [--from ID]`: the entries of one region, read
+//! through [`objwal::WalReader`] (the tip's chain, nothing written): id,
+//! length, and the payload as text when it is UTF-8, else a hex prefix.
+//! `--raw` writes the payloads themselves, back to back, to stdout.
+
+use std::io::Write;
+
+use futures::StreamExt;
+use objwal::{Config, WalReader};
+
+use crate::inspect::id_parts;
+use crate::{store, CliError, CliResult};
+
+/// Arguments of `objwal dump`.
+#[derive(Debug, clap::Args)]
+pub struct DumpArgs {
+    /// The store URL (file:///path, s3://bucket/root?..., ...).
+    url: String,
+    /// The region to dump.
+    #[arg(long)]
+    region: u64,
+    /// The first entry id to show.
+    #[arg(long, default_value_t = 0)]
+    from: u64,
+    /// Write the raw payloads to stdout instead of a listing.
+    #[arg(long)]
+    raw: bool,
+}
+
+/// Text payloads are shown up to this many characters.
+const TEXT_PREFIX: usize = 120;
+/// Binary payloads are shown as this many leading bytes of hex.
+const HEX_PREFIX: usize = 32;
+
+/// Runs `dump`.
+pub async fn run(prefix: &str, args: DumpArgs) -> CliResult {
+    store::prefix(prefix)?;
+    let storage = store::open(&args.url, true)?;
+    let reader = WalReader::open(storage, prefix, Config::default()).await?;
+    let regions = reader.regions();
+    if !regions.contains(&args.region) {
+        return Err(CliError::Usage(format!(
+            "region {} has no entries under prefix {prefix} (regions: {})",
+            args.region,
+            list(&regions)
+        )));
+    }
+    match write_entries(&reader, &args).await {
+        // A closed pipe (`objwal dump ... | head`) ends the output early.
+        Err(Output::Write(e)) if e.kind() == std::io::ErrorKind::BrokenPipe => return Ok(()),
+        Err(Output::Write(e)) => return Err(CliError::Failed(format!("cannot write: {e}"))),
+        Err(Output::Read(e)) => return Err(e.into()),
+        Ok(()) => {}
+    }
+    let holes = reader.holes(args.region);
+    if !holes.is_empty() {
+        return Err(CliError::Failed(format!(
+            "{} corrupted segments were skipped (first: {} ids {}..{})",
+            holes.len(),
+            holes.first().map_or("", |h| h.key.as_str()),
+            holes.first().map_or(0, |h| h.first_id),
+            holes.first().map_or(0, |h| h.last_id),
+        )));
+    }
+    Ok(())
+}
+
+/// Why writing the entries stopped.
+enum Output {
+    Read(objwal::Error),
+    Write(std::io::Error),
+}
+
+async fn write_entries(reader: &WalReader, args: &DumpArgs) -> Result<(), Output> {
+    let mut entries = Box::pin(reader.read(args.region, args.from));
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    let (mut count, mut bytes) = (0u64, 0u64);
+    let write_err = Output::Write;
+    while let Some(entry) = entries.next().await {
+        let entry = entry.map_err(Output::Read)?;
+        count += 1;
+        bytes += entry.data.len() as u64;
+        if args.raw {
+            out.write_all(&entry.data).map_err(write_err)?;
+        } else {
+            writeln!(
+                out,
+                "{} ({}) {} bytes: {}",
+                entry.id,
+                id_parts(entry.id),
+                entry.data.len(),
+                show(&entry.data)
+            )
+            .map_err(write_err)?;
+        }
+    }
+    if !args.raw {
+        writeln!(
+            out,
+            "region {}: {count} entries, {bytes} bytes from id {}",
+            args.region, args.from
+        )
+        .map_err(write_err)?;
+    }
+    out.flush().map_err(write_err)
+}
+
+/// A payload on one line: escaped text, or hex of its first bytes.
+fn show(data: &[u8]) -> String {
+    match std::str::from_utf8(data) {
+        Ok(text) => {
+            let shown: String = text.chars().take(TEXT_PREFIX).collect();
+            let more = if shown.len() < text.len() { "..." } else { "" };
+            format!("\"{}\"{more}", shown.escape_debug())
+        }
+        Err(_) => {
+            let hex: String = data
+                .iter()
+                .take(HEX_PREFIX)
+                .map(|b| format!("{b:02x}"))
+                .collect();
+            let more = if data.len() > HEX_PREFIX { "..." } else { "" };
+            format!("hex {hex}{more}")
+        }
+    }
+}
+
+/// A short list of regions, abbreviated when long.
+fn list(regions: &[u64]) -> String {
+    if regions.is_empty() {
+        return "none".to_owned();
+    }
+    let shown: Vec<String> = regions.iter().take(20).map(u64::to_string).collect();
+    let more = if regions.len() > 20 {
+        format!(" and {} more", regions.len() - 20)
+    } else {
+        String::new()
+    };
+    format!("{}{more}", shown.join(", "))
+}

@@ -1,0 +1,396 @@
+//! `objwal inspect URL`: the objects of a prefix and a per-region summary.
+//!
+//! Reads only what recovery reads: one tail window per object (the footer
+//! separately when it starts before the window) and, for objects with
+//! release records, the release segment. [`objwal::WalReader`] tells which
+//! objects are on the tip's chain and which are orphans. Never writes.
+//!
+//! An object whose tail does not decode is listed as damaged with the
+//! decoder's error, and the command exits 1.
+
+use std::collections::{BTreeMap, HashSet};
+
+use futures::StreamExt;
+use objwal::format::{self, SegmentIndex, Tail, TailDecode};
+use objwal::storage::keys::Prefix;
+use objwal::{Config, ObjectMeta, ObjectStorage, Storage, WalReader};
+use serde::Serialize;
+
+use crate::{store, CliError, CliResult};
+
+/// Arguments of `objwal inspect`.
+#[derive(Debug, clap::Args)]
+pub struct InspectArgs {
+    /// The store URL (file:///path, s3://bucket/root?..., ...).
+    url: String,
+    /// Print one JSON document instead of tables.
+    #[arg(long)]
+    json: bool,
+}
+
+/// The bytes read from the end of each object at once.
+const WINDOW: u64 = 64 * 1024;
+/// Objects whose tails are read at once.
+const CONCURRENCY: usize = 8;
+
+#[derive(Debug, Serialize)]
+struct Inspection {
+    prefix: String,
+    objects: Vec<ObjectInfo>,
+    object_count: usize,
+    bytes: u64,
+    chain: usize,
+    orphans: usize,
+    damaged: usize,
+    tip: Option<u64>,
+    reclaim_boundary: Option<u64>,
+    regions: Vec<RegionInfo>,
+    /// Why the chain could not be recovered, when it could not.
+    recovery_error: Option<String>,
+}
+
+#[derive(Debug, Serialize)]
+struct ObjectInfo {
+    key: String,
+    sequence: Option<u64>,
+    size: u64,
+    /// chain, orphan, collectable (below the tip's reclaim boundary),
+    /// unknown (recovery failed), damaged, foreign (not an object key).
+    state: &'static str,
+    epoch: Option<u64>,
+    link: Option<LinkInfo>,
+    reclaim_boundary: Option<u64>,
+    segments: Vec<SegmentInfo>,
+    releases: Vec<ReleaseInfo>,
+    error: Option<String>,
+}
+
+#[derive(Debug, Serialize)]
+struct LinkInfo {
+    sequence: u64,
+    epoch: u64,
+}
+
+#[derive(Debug, Serialize)]
+struct SegmentInfo {
+    region: u64,
+    first_id: u64,
+    last_id: u64,
+    entries: u32,
+    bytes: u64,
+}
+
+#[derive(Debug, Serialize)]
+struct ReleaseInfo {
+    region: u64,
+    released_through: u64,
+}
+
+#[derive(Debug, Default, Serialize)]
+struct RegionInfo {
+    region: u64,
+    segments: usize,
+    entries: u64,
+    bytes: u64,
+    first_id: u64,
+    last_id: u64,
+    released_through: Option<u64>,
+}
+
+/// Runs `inspect`.
+pub async fn run(prefix: &str, args: InspectArgs) -> CliResult {
+    let prefix = store::prefix(prefix)?;
+    let storage = store::open(&args.url, true)?;
+    let inspection = inspect(&storage, &prefix).await?;
+    if args.json {
+        let text = serde_json::to_string_pretty(&inspection)
+            .map_err(|e| CliError::Failed(format!("cannot encode JSON: {e}")))?;
+        out!("{text}");
+    } else {
+        print_text(&inspection);
+    }
+    if let Some(e) = &inspection.recovery_error {
+        return Err(CliError::Failed(format!(
+            "the chain cannot be recovered: {e}"
+        )));
+    }
+    if inspection.damaged > 0 {
+        return Err(CliError::Failed(format!(
+            "{} damaged objects",
+            inspection.damaged
+        )));
+    }
+    Ok(())
+}
+
+async fn inspect(storage: &Storage, prefix: &Prefix) -> Result<Inspection, CliError> {
+    let listed = storage.list(&prefix.objects_prefix()).await?;
+    let mut objects: Vec<ObjectInfo> = futures::stream::iter(listed)
+        .map(|meta| describe(storage, prefix, meta))
+        .buffered(CONCURRENCY)
+        .collect()
+        .await;
+    let (chain, orphans, recovery_error) =
+        match WalReader::open(storage.clone(), prefix.as_str(), Config::default()).await {
+            Ok(reader) => {
+                let chain: Vec<_> = reader.objects().iter().map(|o| o.sequence).collect();
+                (chain, reader.orphans().to_vec(), None)
+            }
+            Err(e) => (Vec::new(), Vec::new(), Some(e.to_string())),
+        };
+    let tip = chain.iter().max().copied();
+    let tip_object = objects.iter().find(|o| o.sequence == tip && tip.is_some());
+    let reclaim_boundary = tip_object.and_then(|o| o.reclaim_boundary);
+    let chain_set: HashSet<u64> = chain.iter().copied().collect();
+    let orphan_set: HashSet<u64> = orphans.iter().copied().collect();
+    for object in &mut objects {
+        if object.state != "ok" {
+            continue;
+        }
+        // Recovery does not index the chain below the tip's boundary: those
+        // objects are collectable, neither history nor orphans.
+        object.state = match object.sequence {
+            Some(s) if chain_set.contains(&s) => "chain",
+            Some(s) if orphan_set.contains(&s) => "orphan",
+            Some(s) if recovery_error.is_none() && reclaim_boundary.is_some_and(|b| s < b) => {
+                "collectable"
+            }
+            _ => "unknown",
+        };
+    }
+    // The history is the chain; when recovery failed, every decodable object.
+    let history = objects.iter().filter(|o| match recovery_error {
+        None => o.state == "chain",
+        Some(_) => o.state == "unknown",
+    });
+    let regions = summarize(history);
+    Ok(Inspection {
+        prefix: prefix.as_str().to_owned(),
+        object_count: objects.len(),
+        bytes: objects.iter().map(|o| o.size).sum(),
+        chain: chain.len(),
+        orphans: orphans.len(),
+        damaged: objects.iter().filter(|o| o.state == "damaged").count(),
+        tip,
+        reclaim_boundary,
+        regions,
+        recovery_error,
+        objects,
+    })
+}
+
+/// One object from its tail (state "ok" until the chain is known).
+async fn describe(storage: &Storage, prefix: &Prefix, meta: ObjectMeta) -> ObjectInfo {
+    let sequence = prefix.parse_object_key(&meta.key);
+    let mut info = ObjectInfo {
+        key: meta.key.clone(),
+        sequence,
+        size: meta.size,
+        state: "ok",
+        epoch: None,
+        link: None,
+        reclaim_boundary: None,
+        segments: Vec::new(),
+        releases: Vec::new(),
+        error: None,
+    };
+    let Some(sequence) = sequence else {
+        info.state = "foreign";
+        return info;
+    };
+    let tail = match read_tail(storage, &meta).await {
+        Ok(tail) => tail,
+        Err(e) => {
+            info.state = "damaged";
+            info.error = Some(e);
+            return info;
+        }
+    };
+    let header = tail.header();
+    if header.sequence != sequence {
+        info.state = "damaged";
+        info.error = Some(format!("its tail names sequence {}", header.sequence));
+    }
+    info.epoch = Some(header.epoch);
+    info.link = header.link.map(|l| LinkInfo {
+        sequence: l.sequence,
+        epoch: l.epoch,
+    });
+    info.reclaim_boundary = Some(header.reclaim_boundary);
+    info.segments = tail.region_segments().map(segment_info).collect();
+    if let Some(index) = tail.release_segment() {
+        match read_releases(storage, &meta.key, index, sequence).await {
+            Ok(releases) => info.releases = releases,
+            Err(e) => {
+                info.state = "damaged";
+                info.error = Some(e);
+            }
+        }
+    }
+    info
+}
+
+fn segment_info(s: &SegmentIndex) -> SegmentInfo {
+    SegmentInfo {
+        region: s.region,
+        first_id: s.first_id,
+        last_id: s.last_id,
+        entries: s.count,
+        bytes: s.len,
+    }
+}
+
+/// The trailer and footer of an object: one ranged read of the last
+/// [`WINDOW`] bytes, and one more for a footer that starts before it.
+async fn read_tail(storage: &Storage, meta: &ObjectMeta) -> Result<Tail, String> {
+    let window_len = meta.size.min(WINDOW);
+    let window = storage
+        .read(&meta.key, meta.size - window_len..meta.size)
+        .await
+        .map_err(|e| format!("cannot read the tail: {e}"))?;
+    match format::decode_tail(&window, meta.size).map_err(|e| e.to_string())? {
+        TailDecode::Complete(tail) => Ok(tail),
+        TailDecode::NeedFooter { trailer, footer } => {
+            let bytes = storage
+                .read(&meta.key, footer)
+                .await
+                .map_err(|e| format!("cannot read the footer: {e}"))?;
+            format::decode_footer(trailer, &bytes).map_err(|e| e.to_string())
+        }
+    }
+}
+
+async fn read_releases(
+    storage: &Storage,
+    key: &str,
+    index: &SegmentIndex,
+    sequence: u64,
+) -> Result<Vec<ReleaseInfo>, String> {
+    let bytes = storage
+        .read(key, index.range())
+        .await
+        .map_err(|e| format!("cannot read the release segment: {e}"))?;
+    let records = format::decode_releases(&bytes, index, sequence).map_err(|e| e.to_string())?;
+    Ok(records
+        .into_iter()
+        .map(|r| ReleaseInfo {
+            region: r.region,
+            released_through: r.released_through,
+        })
+        .collect())
+}
+
+fn summarize<'a>(objects: impl Iterator<Item = &'a ObjectInfo>) -> Vec<RegionInfo> {
+    let mut regions: BTreeMap<u64, RegionInfo> = BTreeMap::new();
+    for object in objects {
+        for s in &object.segments {
+            let r = regions.entry(s.region).or_insert_with(|| RegionInfo {
+                region: s.region,
+                first_id: s.first_id,
+                ..RegionInfo::default()
+            });
+            r.segments += 1;
+            r.entries += u64::from(s.entries);
+            r.bytes += s.bytes;
+            r.first_id = r.first_id.min(s.first_id);
+            r.last_id = r.last_id.max(s.last_id);
+        }
+        for release in &object.releases {
+            let r = regions.entry(release.region).or_insert_with(|| RegionInfo {
+                region: release.region,
+                ..RegionInfo::default()
+            });
+            r.released_through = r.released_through.max(Some(release.released_through));
+        }
+    }
+    regions.into_values().collect()
+}
+
+/// An entry id as `sequence.position`, as readable as the raw id is exact.
+pub fn id_parts(id: u64) -> String {
+    format!("{}.{}", format::sequence_of(id), format::position_of(id))
+}
+
+fn print_text(i: &Inspection) {
+    let opt = |v: Option<u64>| v.map_or_else(|| "-".to_owned(), |v| v.to_string());
+    out!(
+        "prefix {}: {} objects ({} bytes): {} on the chain, {} orphans, {} collectable, {} damaged; tip {}; reclaim boundary {}",
+        i.prefix,
+        i.object_count,
+        i.bytes,
+        i.chain,
+        i.orphans,
+        i.objects.iter().filter(|o| o.state == "collectable").count(),
+        i.damaged,
+        opt(i.tip),
+        opt(i.reclaim_boundary)
+    );
+    if let Some(e) = &i.recovery_error {
+        out!("recovery failed: {e}");
+    }
+    out!(
+        "{:>10} {:>6} {:>14} {:>8} {:>10} {:>11}  segments (region: entries, first..last id as sequence.position)",
+        "sequence", "epoch", "link", "boundary", "bytes", "state"
+    );
+    for o in &i.objects {
+        let link = o.link.as_ref().map_or_else(
+            || "-".to_owned(),
+            |l| format!("{}@e{}", l.sequence, l.epoch),
+        );
+        let mut segments: Vec<String> = o
+            .segments
+            .iter()
+            .map(|s| {
+                format!(
+                    "r{}: {} {}..{}",
+                    s.region,
+                    s.entries,
+                    id_parts(s.first_id),
+                    id_parts(s.last_id)
+                )
+            })
+            .collect();
+        segments.extend(
+            o.releases
+                .iter()
+                .map(|r| format!("release r{} through {}", r.region, r.released_through)),
+        );
+        if let Some(e) = &o.error {
+            segments.push(format!("ERROR {e}"));
+        }
+        let what = if segments.is_empty() {
+            "(no segments)".to_owned()
+        } else {
+            segments.join(", ")
+        };
+        let sequence = o.sequence.map_or_else(|| o.key.clone(), |s| s.to_string());
+        out!(
+            "{sequence:>10} {:>6} {link:>14} {:>8} {:>10} {:>11}  {what}",
+            opt(o.epoch),
+            opt(o.reclaim_boundary),
+            o.size,
+            o.state
+        );
+    }
+    out!(
+        "{:>8} {:>8} {:>8} {:>10} {:>20} {:>20}  released through",
+        "region",
+        "segments",
+        "entries",
+        "bytes",
+        "first id",
+        "last id"
+    );
+    for r in &i.regions {
+        out!(
+            "{:>8} {:>8} {:>8} {:>10} {:>20} {:>20}  {}",
+            r.region,
+            r.segments,
+            r.entries,
+            r.bytes,
+            r.first_id,
+            r.last_id,
+            opt(r.released_through)
+        );
+    }
+}
