@@ -211,6 +211,8 @@ async fn run_child(
         .arg(&args.flush_interval)
         .arg("--deadline")
         .arg((args.seconds + 60.0).to_string())
+        .arg("--drop-after")
+        .arg((args.seconds * 0.25).to_string())
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
         .kill_on_drop(true);
@@ -279,6 +281,17 @@ fn print_summary(
             log.acknowledged(),
             log.flushed_regions()
         );
+    }
+    match log.released_regions().as_slice() {
+        [] => out!("dropped:      no region (the kill came before the release returned)"),
+        regions => out!(
+            "dropped:      region {} released; it replays nothing",
+            regions
+                .iter()
+                .map(u64::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
     }
     let collected = if report.obsolete_gone > 0 {
         format!("; {} obsolete entries collected", report.obsolete_gone)

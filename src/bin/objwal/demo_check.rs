@@ -7,6 +7,7 @@
 //! - ids strictly increase per region; no id and no payload replays twice;
 //! - durable mode: every logged acknowledgement above the region's logged
 //!   watermark replays;
+//! - a region whose release was logged replays nothing;
 //! - enqueued mode: every entry logged durable (a `D` line of its region at
 //!   or above its id) above the watermark replays; an acknowledged entry that
 //!   was not yet durable may be lost, but only whole objects (no sequence
@@ -35,6 +36,8 @@ pub struct AckLog {
     durable: HashMap<u64, u64>,
     /// Per region, the largest logged watermark.
     watermarks: HashMap<u64, u64>,
+    /// Regions whose release returned.
+    released: HashSet<u64>,
 }
 
 impl AckLog {
@@ -66,6 +69,9 @@ impl AckLog {
             }
             "D" => raise(&mut self.durable, region, id),
             "W" => raise(&mut self.watermarks, region, id),
+            "R" => {
+                self.released.insert(region);
+            }
             _ => return None,
         }
         f.next().is_none().then_some(())
@@ -87,6 +93,13 @@ impl AckLog {
     /// Watermarks logged (regions flushed at least once).
     pub fn flushed_regions(&self) -> usize {
         self.watermarks.len()
+    }
+
+    /// Regions whose release returned before the kill.
+    pub fn released_regions(&self) -> Vec<u64> {
+        let mut regions: Vec<_> = self.released.iter().copied().collect();
+        regions.sort_unstable();
+        regions
     }
 
     fn is_durable(&self, region: u64, id: u64) -> bool {
@@ -149,6 +162,11 @@ impl<'a> Checker<'a> {
     pub fn entry(&mut self, region: u64, id: u64, data: &[u8]) {
         self.report.replayed += 1;
         let mismatches = &mut self.report.mismatches;
+        if self.log.released.contains(&region) {
+            mismatches.push(format!(
+                "region {region}: entry {id} replayed although the region was released"
+            ));
+        }
         let last = self.last_id.entry(region).or_insert(0);
         if id <= *last {
             mismatches.push(format!("region {region}: id {id} replayed after id {last}"));
@@ -202,7 +220,7 @@ impl<'a> Checker<'a> {
             .collect();
         missing.sort_unstable();
         for (region, id) in missing {
-            if id <= self.log.watermark(region) {
+            if id <= self.log.watermark(region) || self.log.released.contains(&region) {
                 self.report.obsolete_gone += 1;
             } else if !self.enqueued || self.log.is_durable(region, id) {
                 let what = if self.enqueued {
@@ -249,6 +267,23 @@ mod tests {
         assert_eq!(log.flushed_regions(), 1);
         assert!(AckLog::parse("A 1 x 16 00ff\n").is_err());
         assert!(AckLog::parse("Z 1 1\n").is_err());
+    }
+
+    #[test]
+    fn a_released_region_must_replay_nothing() {
+        let log = AckLog::parse("A 3 1048577 16 0\nR 3 0\n").unwrap();
+        assert_eq!(log.released_regions(), vec![3]);
+        let mut checker = Checker::new(&log, false);
+        checker.entry(3, 1048577, b"not even a payload");
+        let report = checker.finish();
+        assert!(
+            report.mismatches.iter().any(|m| m.contains("released")),
+            "{:?}",
+            report.mismatches
+        );
+        // Not replaying it is what a release means.
+        let report = Checker::new(&log, false).finish();
+        assert!(report.mismatches.is_empty(), "{:?}", report.mismatches);
     }
 
     #[test]

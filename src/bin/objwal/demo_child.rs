@@ -12,7 +12,9 @@
 //! - `E region id len digest`: acknowledged on admission (enqueued mode);
 //! - `D region id`: `wait_durable(region, id)` returned (enqueued mode):
 //!   every entry of the region up to `id` is durable;
-//! - `W region id`: `obsolete(region, id)` returned.
+//! - `W region id`: `obsolete(region, id)` returned;
+//! - `R region 0`: `release_region(region)` returned: the region is dropped
+//!   (the last region, a quarter into the run, as an engine drops a table).
 //!
 //! The log is only appended after the library answered, so a line can lag
 //! the fact (the kill may fall in between) but never lead it.
@@ -21,6 +23,7 @@ use std::collections::HashMap;
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -61,6 +64,9 @@ pub struct ChildArgs {
     /// Seconds after which the child gives up waiting to be killed.
     #[arg(long, value_parser = store::seconds)]
     deadline: f64,
+    /// Seconds after which the last region is dropped.
+    #[arg(long, value_parser = store::seconds)]
+    drop_after: f64,
 }
 
 /// Entries an enqueued writer may have admitted but not yet seen durable.
@@ -83,6 +89,10 @@ impl AckLog {
 /// Per region, the largest id logged durable: what the flusher may obsolete.
 type Flushable = Arc<Mutex<HashMap<u32, u64>>>;
 
+/// The region being dropped (`u32::MAX` while none is): writers stop
+/// choosing it before its release starts.
+type Dropped = Arc<AtomicU32>;
+
 /// Runs until killed (or until `--deadline`, which is a failure).
 pub async fn run(prefix: &str, args: ChildArgs) -> CliResult {
     let storage = store::open(&args.store, false)?;
@@ -95,6 +105,7 @@ pub async fn run(prefix: &str, args: ChildArgs) -> CliResult {
     let log = AckLog(Arc::new(Mutex::new(BufWriter::new(file))));
     let wal = objwal::Wal::open(storage, prefix, config).await?;
     let flushable: Flushable = Arc::default();
+    let dropped: Dropped = Arc::new(AtomicU32::new(u32::MAX));
     let enqueued = args.ack_mode == AckModeArg::Enqueued;
 
     let mut tasks = tokio::task::JoinSet::new();
@@ -105,6 +116,7 @@ pub async fn run(prefix: &str, args: ChildArgs) -> CliResult {
             wal: wal.clone(),
             log: log.clone(),
             flushable: flushable.clone(),
+            dropped: dropped.clone(),
             writer,
             regions: args.regions.max(1),
             rng,
@@ -118,7 +130,18 @@ pub async fn run(prefix: &str, args: ChildArgs) -> CliResult {
         });
     }
     let rng = StdRng::seed_from_u64(args.seed ^ 0xf1a5_4e5d);
-    tasks.spawn(flusher(wal.clone(), log.clone(), flushable, rng));
+    tasks.spawn(flusher(
+        wal.clone(),
+        log.clone(),
+        flushable.clone(),
+        dropped.clone(),
+        rng,
+    ));
+    if args.regions >= 2 {
+        let region = args.regions - 1;
+        let after = Duration::from_secs_f64(args.drop_after);
+        tasks.spawn(dropper(wal.clone(), log.clone(), dropped, region, after));
+    }
 
     let deadline = tokio::time::sleep(Duration::from_secs_f64(args.deadline));
     tokio::select! {
@@ -135,6 +158,7 @@ struct Writer {
     wal: objwal::Wal,
     log: AckLog,
     flushable: Flushable,
+    dropped: Dropped,
     writer: u16,
     regions: u32,
     rng: StdRng,
@@ -144,9 +168,13 @@ impl Writer {
     /// One to four entries of random regions and sizes.
     fn next_append(&mut self, counter: &mut u32) -> Vec<(u64, Bytes)> {
         let n = self.rng.random_range(1..=4);
+        let dropped = self.dropped.load(Ordering::SeqCst);
         (0..n)
             .map(|_| {
-                let region = self.rng.random_range(0..self.regions);
+                let mut region = self.rng.random_range(0..self.regions);
+                if region == dropped {
+                    region = (region + 1) % self.regions;
+                }
                 *counter = counter.wrapping_add(1);
                 let id = Identity {
                     region,
@@ -169,7 +197,9 @@ impl Writer {
         let mut counter = 0;
         loop {
             let entries = self.next_append(&mut counter);
-            let ids = self.wal.append(entries.clone()).await?;
+            let Some(ids) = refused_if_dropped(self.wal.append(entries.clone()).await)? else {
+                continue;
+            };
             for ((region, data), id) in entries.iter().zip(&ids) {
                 let digest = payload::digest(data);
                 self.log
@@ -186,7 +216,9 @@ impl Writer {
         let mut pending = FuturesOrdered::new();
         loop {
             let entries = self.next_append(&mut counter);
-            let ids = self.wal.append(entries.clone()).await?;
+            let Some(ids) = refused_if_dropped(self.wal.append(entries.clone()).await)? else {
+                continue;
+            };
             for ((region, data), id) in entries.iter().zip(&ids) {
                 let digest = payload::digest(data);
                 self.log
@@ -216,12 +248,42 @@ impl Writer {
     }
 }
 
+/// An append that raced the drop of its region is refused whole: not an
+/// error of the demo, nothing to log.
+fn refused_if_dropped(
+    result: Result<Vec<u64>, objwal::Error>,
+) -> Result<Option<Vec<u64>>, CliError> {
+    match result {
+        Ok(ids) => Ok(Some(ids)),
+        Err(objwal::Error::RegionReleased { .. }) => Ok(None),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Drops `region` after `after`, as an engine drops a table, and logs it.
+async fn dropper(
+    wal: objwal::Wal,
+    log: AckLog,
+    dropped: Dropped,
+    region: u32,
+    after: Duration,
+) -> CliResult {
+    tokio::time::sleep(after).await;
+    dropped.store(region, Ordering::SeqCst);
+    wal.release_region(u64::from(region)).await?;
+    log.line(format_args!("R {region} 0"))?;
+    // Stay alive: the parent's kill ends the child.
+    futures::future::pending::<()>().await;
+    Ok(())
+}
+
 /// Every 20 to 200 ms, marks one region obsolete up to its largest id
 /// logged durable, then logs the watermark.
 async fn flusher(
     wal: objwal::Wal,
     log: AckLog,
     flushable: Flushable,
+    dropped: Dropped,
     mut rng: StdRng,
 ) -> CliResult {
     let mut watermarks: HashMap<u32, u64> = HashMap::new();
@@ -237,7 +299,9 @@ async fn flusher(
         let Some(&(region, id)) = candidates.get(rng.random_range(0..candidates.len())) else {
             continue;
         };
-        if watermarks.get(&region).is_some_and(|w| *w >= id) {
+        if watermarks.get(&region).is_some_and(|w| *w >= id)
+            || region == dropped.load(Ordering::SeqCst)
+        {
             continue;
         }
         wal.obsolete(u64::from(region), id).await?;
