@@ -1,8 +1,9 @@
 //! Key naming, in exactly one place.
 //!
 //! An object of sequence `s` under prefix `p` is stored at
-//! `p/objects/<s as 20 decimal digits>.wal`. Twenty digits hold every `u64`,
-//! so the byte order of keys is the order of sequences and a listing needs no
+//! `p/objects/<s as 20 decimal digits>.wal`, and the fence of epoch `e` at
+//! `p/fences/<e as 20 decimal digits>.fence`. Twenty digits hold every
+//! `u64`, so the byte order of keys is numeric order and a listing needs no
 //! sort by number. Parsing accepts only keys this module could have made.
 
 use std::fmt;
@@ -11,6 +12,10 @@ use std::fmt;
 const OBJECTS_DIR: &str = "objects";
 /// The suffix of every object key.
 const SUFFIX: &str = ".wal";
+/// The folder under the prefix that holds the fences.
+const FENCES_DIR: &str = "fences";
+/// The suffix of every fence key.
+const FENCE_SUFFIX: &str = ".fence";
 /// Digits of a sequence in a key.
 const DIGITS: usize = 20;
 
@@ -78,11 +83,31 @@ impl Prefix {
     /// The sequence named by `key`, if `key` is a well-formed object key of
     /// this prefix.
     pub fn parse_object_key(&self, key: &str) -> Option<u64> {
+        self.parse(key, OBJECTS_DIR, SUFFIX)
+    }
+
+    /// The listing prefix of this prefix's fences (ends with `/`).
+    pub fn fences_prefix(&self) -> String {
+        format!("{}/{FENCES_DIR}/", self.0)
+    }
+
+    /// The key of the fence of `epoch`.
+    pub fn fence_key(&self, epoch: u64) -> String {
+        format!("{}/{FENCES_DIR}/{epoch:0DIGITS$}{FENCE_SUFFIX}", self.0)
+    }
+
+    /// The epoch named by `key`, if `key` is a well-formed fence key of this
+    /// prefix.
+    pub fn parse_fence_key(&self, key: &str) -> Option<u64> {
+        self.parse(key, FENCES_DIR, FENCE_SUFFIX)
+    }
+
+    fn parse(&self, key: &str, dir: &str, suffix: &str) -> Option<u64> {
         let rest = key.strip_prefix(self.0.as_str())?;
         let rest = rest.strip_prefix('/')?;
-        let rest = rest.strip_prefix(OBJECTS_DIR)?;
+        let rest = rest.strip_prefix(dir)?;
         let rest = rest.strip_prefix('/')?;
-        let digits = rest.strip_suffix(SUFFIX)?;
+        let digits = rest.strip_suffix(suffix)?;
         if digits.len() != DIGITS || !digits.bytes().all(|b| b.is_ascii_digit()) {
             return None;
         }
@@ -114,6 +139,17 @@ mod tests {
         keys.sort();
         let seqs: Vec<_> = keys.iter().filter_map(|k| p.parse_object_key(k)).collect();
         assert_eq!(seqs, vec![1, 9, 10, 100]);
+    }
+
+    #[test]
+    fn fence_keys_round_trip_and_are_no_object_keys() {
+        let p = Prefix::new("n").unwrap();
+        let k = p.fence_key(7);
+        assert_eq!(k, "n/fences/00000000000000000007.fence");
+        assert_eq!(p.parse_fence_key(&k), Some(7));
+        assert_eq!(p.parse_object_key(&k), None);
+        assert_eq!(p.parse_fence_key(&p.object_key(7)), None);
+        assert!(k.starts_with(&p.fences_prefix()));
     }
 
     #[test]

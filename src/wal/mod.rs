@@ -17,7 +17,7 @@ use tokio::time::Instant;
 use crate::catalog::{Catalog, IndexedObject};
 use crate::config::Config;
 use crate::error::Error;
-use crate::format::{self, Link};
+use crate::format;
 use crate::metrics::StoreMetrics;
 use crate::storage::keys::Prefix;
 use crate::storage::Storage;
@@ -26,6 +26,7 @@ use crate::{EntryId, RegionId};
 mod actor;
 mod batch;
 mod create;
+mod fence;
 mod policy;
 mod reader;
 mod recovery;
@@ -131,29 +132,40 @@ impl Wal {
         let span = tracing::info_span!("open", prefix = %prefix);
         let _entered = span.enter();
         let started = Instant::now();
-        let recovered = recovery::recover(&storage, &prefix, config.recovery_concurrency).await?;
+        // Claim the epoch before listing anything: an older process that
+        // finds no fence when it acknowledges has its objects in our listing.
+        let mut epoch = fence::claim_epoch(&storage, &prefix, 0).await?;
+        let recovered = loop {
+            let recovered =
+                recovery::recover(&storage, &prefix, config.recovery_concurrency).await?;
+            if recovered.selection.max_epoch < epoch {
+                break recovered;
+            }
+            // Objects written without fences (or by a foreign writer): claim
+            // above them and list again.
+            epoch = fence::claim_epoch(&storage, &prefix, recovered.selection.max_epoch).await?;
+        };
         let mut catalog = recovered.catalog;
         let watermarks = release_watermarks(&catalog);
-        let epoch = recovered.selection.max_epoch + 1;
-        let link = recovered.selection.tip.map(|t| Link {
-            sequence: t.sequence,
-            epoch: t.epoch,
-        });
-        let floor = recovered.selection.tip.map_or(0, |t| t.reclaim_boundary);
-        let live = catalog.first_live_sequence(|r| watermarks.get(&r).copied().unwrap_or(0));
+        // Every object of epoch e lies at a sequence >= e (see
+        // recovery::check_plausible), so the start object does too.
+        let first = (recovered.selection.max_sequence + 1).max(epoch);
         let start = recovery::write_start_object(
             &storage,
             &prefix,
             epoch,
-            recovered.selection.max_sequence + 1,
-            link,
-            |sequence| live.unwrap_or(sequence).max(floor),
+            first,
+            &mut catalog,
+            &watermarks,
         )
         .await?;
-        let next_sequence = start.sequence + 1;
-        catalog
-            .insert(start)
-            .map_err(|e| Error::recovery(e.to_string()))?;
+        // An older process may still land up to FENCE_GAP objects after its
+        // last acknowledged one: the first data sequence lies beyond them.
+        let next_sequence = if epoch > 1 {
+            start + fence::FENCE_GAP
+        } else {
+            start + 1
+        };
         let metrics = StoreMetrics::new(prefix.as_str());
         metrics.recovery.record(started.elapsed().as_secs_f64());
         tracing::info!(

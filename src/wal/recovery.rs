@@ -9,7 +9,7 @@
 //! still count. Structural damage of any object fails recovery, naming the
 //! key: nothing about such an object can be trusted.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use bytes::Bytes;
 use futures::{StreamExt, TryStreamExt};
@@ -21,6 +21,7 @@ use crate::format::{self, Header, Link, Object, ReleaseRecord, Tail, TailDecode}
 use crate::storage::keys::Prefix;
 use crate::storage::{ObjectStorage, Storage};
 use crate::wal::create::{create_object, CreateOutcome};
+use crate::{EntryId, RegionId};
 
 /// Bytes read at the end of each object: the trailer, a footer of about a
 /// thousand segments, and usually the release segment before it.
@@ -92,6 +93,7 @@ pub(crate) async fn recover(
         .map(|(sequence, meta)| async move {
             let object = read_tail(storage, &meta.key, meta.size).await?;
             let found = object.tail.header().sequence;
+            check_plausible(&meta.key, object.tail.header())?;
             if found != sequence {
                 return Err(Error::recovery(format!(
                     "object {} holds sequence {found}, not the sequence of its key",
@@ -166,29 +168,41 @@ pub(crate) async fn read_tail(
 }
 
 /// Claims the prefix for `epoch`: creates the start object (no segments,
-/// linked to the tip) at the first free sequence. An earlier-epoch object at
-/// that sequence moves it on; a same-or-later epoch means another writer.
-/// Returns the start object as indexed.
+/// linked to the tip of `catalog`) at the first free sequence from `first`,
+/// inserts it into `catalog` and returns its sequence.
+///
+/// An object of an earlier epoch found at the wanted sequence landed after
+/// the listing (an older process's create that was in flight). When it
+/// continues the tip's chain it is adopted (indexed as the new tip: it may
+/// hold entries the older process acknowledged); otherwise it is an orphan.
+/// Either way the start object moves to the next sequence. An object of the
+/// same or a later epoch means another opener: recovery fails.
 pub(crate) async fn write_start_object(
     storage: &Storage,
     prefix: &Prefix,
     epoch: u64,
-    first_sequence: u64,
-    link: Option<Link>,
-    reclaim_boundary: impl Fn(u64) -> u64,
-) -> Result<IndexedObject, Error> {
-    let mut sequence = first_sequence;
+    first: u64,
+    catalog: &mut Catalog,
+    watermarks: &HashMap<RegionId, EntryId>,
+) -> Result<u64, Error> {
+    let mut sequence = first;
     loop {
         if sequence > format::MAX_SEQUENCE {
             return Err(Error::recovery(
                 "no sequence is left for a start object: the prefix is exhausted",
             ));
         }
+        let link = catalog.tip().map(|t| Link {
+            sequence: t.sequence,
+            epoch: t.epoch,
+        });
+        let floor = catalog.tip().map_or(0, |t| t.reclaim_boundary);
+        let live = catalog.first_live_sequence(|r| watermarks.get(&r).copied().unwrap_or(0));
         let header = Header {
             sequence,
             epoch,
             link,
-            reclaim_boundary: reclaim_boundary(sequence),
+            reclaim_boundary: live.unwrap_or(sequence).max(floor).min(sequence),
         };
         let object = Object {
             header,
@@ -199,22 +213,38 @@ pub(crate) async fn write_start_object(
         let key = prefix.object_key(sequence);
         match create_object(storage, &key, bytes.clone(), epoch).await {
             CreateOutcome::Durable => {
-                return Ok(IndexedObject {
-                    sequence,
-                    epoch,
-                    link,
-                    reclaim_boundary: header.reclaim_boundary,
-                    size: bytes.len() as u64,
-                    segments: Vec::new(),
-                    releases: Vec::new(),
-                });
+                catalog
+                    .insert(IndexedObject {
+                        sequence,
+                        epoch,
+                        link,
+                        reclaim_boundary: header.reclaim_boundary,
+                        size: bytes.len() as u64,
+                        segments: Vec::new(),
+                        releases: Vec::new(),
+                    })
+                    .map_err(|e| Error::recovery(e.to_string()))?;
+                return Ok(sequence);
             }
             CreateOutcome::Stale { epoch: found } => {
-                tracing::info!(
-                    key,
-                    found,
-                    "an earlier epoch's object holds the start sequence; moving on"
-                );
+                let late = read_late_object(storage, &key).await?;
+                if late.tail.header().link == link && late.tail.header().epoch == found {
+                    tracing::info!(
+                        key,
+                        found,
+                        "adopting an older process's object that landed after the listing"
+                    );
+                    check_plausible(&key, late.tail.header())?;
+                    catalog
+                        .insert(late.indexed())
+                        .map_err(|e| Error::recovery(e.to_string()))?;
+                } else {
+                    tracing::info!(
+                        key,
+                        found,
+                        "an earlier epoch's orphan holds the start sequence; moving on"
+                    );
+                }
                 sequence += 1;
             }
             CreateOutcome::Conflict { epoch: found } => {
@@ -227,4 +257,33 @@ pub(crate) async fn write_start_object(
             CreateOutcome::Failed(e) => return Err(Error::Storage { source: e }),
         }
     }
+}
+
+/// The tail of an object that appeared after the listing.
+async fn read_late_object(storage: &Storage, key: &str) -> Result<RecoveredObject, Error> {
+    let size = storage
+        .list(key)
+        .await?
+        .into_iter()
+        .find(|m| m.key == key)
+        .map(|m| m.size)
+        .ok_or_else(|| Error::Storage {
+            source: crate::storage::StorageError::not_found(key),
+        })?;
+    read_tail(storage, key, size).await
+}
+
+/// Every process writes its start object at a sequence at or above its
+/// epoch, so every object objwal writes has `epoch <= sequence`. An object
+/// above that can only come from damage or a foreign writer, and must not
+/// become the base of the next epoch.
+pub(crate) fn check_plausible(key: &str, header: &Header) -> Result<(), Error> {
+    if header.epoch > header.sequence {
+        return Err(Error::recovery(format!(
+            "object {key} has the implausible epoch {} above its sequence {}: \
+             damage or a foreign writer; refusing to base a new epoch on it",
+            header.epoch, header.sequence
+        )));
+    }
+    Ok(())
 }

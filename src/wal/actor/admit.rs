@@ -230,7 +230,7 @@ impl Actor {
     /// batches have higher sequences than every indexed object, so every
     /// acknowledged id at or below it is durable.
     fn durable_id(&self, region: RegionId) -> EntryId {
-        self.catalog.last_id(region)
+        self.durable_ids.get(&region).copied().unwrap_or(0)
     }
 
     pub(super) fn on_wait_durable(&mut self, region: RegionId, id: EntryId, reply: Reply<()>) {
@@ -243,7 +243,7 @@ impl Actor {
             return;
         }
         let sequence = format::sequence_of(id);
-        if id == 0 || id <= self.catalog.last_id(region) {
+        if id == 0 || id <= self.durable_id(region) {
             let _ = reply.send(Ok(()));
             return;
         }

@@ -61,6 +61,7 @@ impl Actor {
             self.metrics.indexed_bytes.set(self.catalog.bytes() as f64);
         }
         tracing::debug!(boundary, removed, "collecting below the reclaim boundary");
+        self.collecting_below = self.collecting_below.max(boundary);
         let storage = self.storage.clone();
         let prefix = self.prefix.clone();
         self.passes
@@ -94,10 +95,14 @@ impl Actor {
                 tracing::warn!(sequence, %error, "delete failed; retried later");
             }
             self.retry_collect_later();
-        } else if !pass.more {
-            self.collected_boundary = pass.boundary;
+        } else {
+            if !pass.more {
+                self.collected_boundary = pass.boundary;
+            }
+            // More to delete, or a boundary that moved during the pass; a
+            // failed pass waits for its retry tick instead.
+            self.maybe_collect();
         }
-        self.maybe_collect();
     }
 
     fn retry_collect_later(&mut self) {
@@ -141,9 +146,11 @@ impl Actor {
         }
     }
 
-    /// Whether the object of `sequence` was deleted by collection.
+    /// Whether collection deleted (or is deleting) the object of
+    /// `sequence`: a read found it missing, and it lies below a boundary a
+    /// pass collects. Any other missing object is an error for the read.
     pub(super) fn was_deleted(&self, sequence: u64) -> bool {
-        self.deleted.contains(&sequence)
+        sequence < self.collecting_below || self.deleted.contains(&sequence)
     }
 }
 

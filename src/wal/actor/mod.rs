@@ -274,17 +274,32 @@ pub(crate) struct Actor {
     passes: FuturesUnordered<JoinHandle<collect::Pass>>,
     /// Every object below this was deleted.
     collected_boundary: u64,
+    /// The boundary of the latest pass started: objects below it are being
+    /// (or were) deleted.
+    collecting_below: u64,
+    /// Per region, the largest id that is durable and indexed (it survives
+    /// the collection of the region's objects).
+    durable_ids: HashMap<RegionId, EntryId>,
     /// Sequences collection deleted (the latest ones), for reads.
     deleted: BTreeSet<u64>,
     /// When collection runs again (a retry, or the idle tick).
     collect_at: Option<Instant>,
+    /// The fence probe in flight, by the last sequence it covers.
+    probing: Option<u64>,
+    probes: FuturesUnordered<JoinHandle<(u64, ProbeResult)>>,
+    /// Failed probes in a row, and when the next one starts.
+    probe_failures: u32,
+    probe_retry_at: Option<Instant>,
 }
+
+/// What a fence probe found: a newer epoch, or none.
+pub(crate) type ProbeResult = Result<Option<u64>, crate::storage::StorageError>;
 
 impl Actor {
     pub(crate) fn new(start: Start) -> Self {
         let boundary = start.catalog.tip().map_or(0, |t| t.reclaim_boundary);
         let released = start.catalog.released().clone();
-        let assigned = start
+        let assigned: HashMap<RegionId, EntryId> = start
             .catalog
             .regions()
             .into_iter()
@@ -303,6 +318,7 @@ impl Actor {
             shared: start.shared,
             catalog: start.catalog,
             watermarks: start.watermarks,
+            durable_ids: assigned.clone(),
             assigned,
             released,
             next_sequence: start.next_sequence,
@@ -320,8 +336,13 @@ impl Actor {
             lost: Loss::default(),
             passes: FuturesUnordered::new(),
             collected_boundary: 0,
+            collecting_below: 0,
             deleted: BTreeSet::new(),
             collect_at: None,
+            probing: None,
+            probes: FuturesUnordered::new(),
+            probe_failures: 0,
+            probe_retry_at: None,
         }
     }
 
@@ -343,6 +364,7 @@ impl Actor {
                 .map(|o| self.policy.deadline(o.batch.opened_at));
             let kept_at = self.kept_deadline;
             let collect_at = self.collect_at;
+            let probe_at = self.probe_retry_at;
             let retry_at = self
                 .failing
                 .as_ref()
@@ -351,6 +373,7 @@ impl Actor {
             tokio::select! {
                 biased;
                 Some(done) = self.creates.next(), if !self.creates.is_empty() => self.on_join(done),
+                Some(done) = self.probes.next(), if !self.probes.is_empty() => self.on_probe(done),
                 Some(done) = self.passes.next(), if !self.passes.is_empty() => self.on_pass(done),
                 command = rx.recv_async() => match command {
                     Ok(command) => self.handle(command),
@@ -363,6 +386,7 @@ impl Actor {
                 () = sleep_until(kept_at), if kept_at.is_some() => self.on_kept_tick(),
                 () = sleep_until(retry_at), if retry_at.is_some() => self.start_creates(),
                 () = sleep_until(collect_at), if collect_at.is_some() => self.on_collect_tick(),
+                () = sleep_until(probe_at), if probe_at.is_some() => self.on_probe_retry(),
             }
         }
     }
@@ -416,6 +440,9 @@ impl Actor {
         }
         for pass in self.passes.iter() {
             pass.abort();
+        }
+        for probe in self.probes.iter() {
+            probe.abort();
         }
         tracing::debug!(prefix = %self.prefix, "every handle dropped; the actor ends");
     }

@@ -15,8 +15,9 @@ use crate::storage::StorageError;
 use crate::{EntryId, RegionId};
 
 use super::super::create::{create_object, CreateOutcome};
+use super::super::fence;
 use super::super::policy::SealReason;
-use super::{retry_delay, Actor, Failing, FlightState, Sealed, Waiter};
+use super::{retry_delay, Actor, Failing, FlightState, ProbeResult, Sealed, Waiter};
 
 impl Actor {
     /// Seals the open batch (if it holds anything) into the pipeline.
@@ -141,15 +142,15 @@ impl Actor {
         {
             return;
         }
-        let mut running = self
+        // Only the first `max_inflight_creates` batches of the pipeline may
+        // be created: a process never creates more than that many objects
+        // beyond its last acknowledged one, which is what the gap a newer
+        // process leaves after its start object relies on (fence::FENCE_GAP).
+        for sealed in self
             .pipeline
-            .iter()
-            .filter(|s| s.state == FlightState::Running)
-            .count();
-        for sealed in self.pipeline.iter_mut() {
-            if running >= self.config.max_inflight_creates {
-                break;
-            }
+            .iter_mut()
+            .take(self.config.max_inflight_creates)
+        {
             if sealed.state != FlightState::Waiting {
                 continue;
             }
@@ -166,7 +167,6 @@ impl Actor {
             sealed.abort = Some(handle.abort_handle());
             sealed.state = FlightState::Running;
             self.creates.push(handle);
-            running += 1;
         }
     }
 
@@ -207,7 +207,6 @@ impl Actor {
                     }
                 }
                 self.index_ready();
-                self.admit_stalled();
             }
             CreateOutcome::Failed(error) => {
                 self.metrics.create_failures.increment(1);
@@ -291,12 +290,72 @@ impl Actor {
         });
     }
 
-    /// Indexes durable batches at the front of the pipeline, in order.
-    fn index_ready(&mut self) {
+    /// Starts the fence probe that must precede the acknowledgement of the
+    /// durable batches at the front of the pipeline (one probe at a time; it
+    /// covers every batch durable when it starts).
+    pub(super) fn index_ready(&mut self) {
+        if self.probing.is_some() || self.poisoned.is_some() {
+            return;
+        }
+        let covers = self
+            .pipeline
+            .iter()
+            .take_while(|s| s.state == FlightState::Durable)
+            .last()
+            .map(|s| s.sequence);
+        let Some(covers) = covers else {
+            return;
+        };
+        self.probing = Some(covers);
+        let storage = self.storage.clone();
+        let prefix = self.prefix.clone();
+        let epoch = self.epoch;
+        self.probes.push(tokio::spawn(async move {
+            (covers, fence::fenced_by(&storage, &prefix, epoch).await)
+        }));
+    }
+
+    /// The fence probe answered: acknowledge what it covers, or stop for good.
+    pub(super) fn on_probe(&mut self, done: Result<(u64, ProbeResult), JoinError>) {
+        self.probing = None;
+        match done {
+            Ok((covers, Ok(None))) => {
+                self.probe_failures = 0;
+                self.index_verified(covers);
+                self.admit_stalled();
+                self.index_ready();
+            }
+            Ok((_, Ok(Some(newer)))) => self.poison(format!(
+                "fenced: a newer process (epoch {newer}) opened this prefix; this process (epoch {}) \
+                 acknowledges nothing more",
+                self.epoch
+            )),
+            Ok((_, Err(error))) => {
+                self.probe_failures += 1;
+                let delay = retry_delay(self.probe_failures);
+                tracing::warn!(%error, ?delay, "the fence probe failed; acknowledgements wait for a retry");
+                self.probe_retry_at = Some(Instant::now() + delay);
+            }
+            Err(e) if e.is_cancelled() => {}
+            Err(e) => self.poison(format!("a fence probe task failed: {e}")),
+        }
+        self.after_pipeline_change();
+    }
+
+    /// Retries a failed fence probe.
+    pub(super) fn on_probe_retry(&mut self) {
+        self.probe_retry_at = None;
+        self.index_ready();
+    }
+
+    /// Indexes the durable batches at the front of the pipeline, in order, up
+    /// to `covers` (a fence probe started after they were durable found no
+    /// newer process).
+    fn index_verified(&mut self, covers: u64) {
         while self
             .pipeline
             .front()
-            .is_some_and(|s| s.state == FlightState::Durable)
+            .is_some_and(|s| s.state == FlightState::Durable && s.sequence <= covers)
         {
             let Some(mut sealed) = self.pipeline.pop_front() else {
                 return;
@@ -335,6 +394,10 @@ impl Actor {
             self.metrics
                 .release_records
                 .increment(sealed.releases.len() as u64);
+            for (region, id) in &sealed.last_ids {
+                let slot = self.durable_ids.entry(*region).or_insert(0);
+                *slot = (*slot).max(*id);
+            }
             if self.config.ack_mode == AckMode::Durable {
                 self.shared.acknowledge(&sealed.last_ids);
             }

@@ -117,6 +117,7 @@ impl Actor {
     pub(super) fn stop_is_complete(&self) -> bool {
         self.stopping.is_some()
             && self.passes.is_empty()
+            && self.probes.is_empty()
             && (self.poisoned.is_some()
                 || (self.pipeline.is_empty()
                     && self.open.as_ref().is_none_or(|o| o.batch.is_empty())))

@@ -8,6 +8,7 @@ use crate::metrics as m;
 use crate::storage::fault::Op;
 use crate::storage::{ObjectStorage, StorageErrorKind};
 use crate::Error;
+use crate::Storage;
 
 use super::*;
 
@@ -129,28 +130,47 @@ async fn a_failed_delete_is_counted_and_retried() {
     );
 }
 
-#[tokio::test(start_paused = true)]
+#[tokio::test]
 async fn a_read_skips_an_object_collected_under_it_but_fails_on_any_other_missing_object() {
-    let t = Bench::new("c-read-deleted", config());
+    let inner = Storage::new(crate::storage::MemoryStorage::new());
+    // Epoch 1 writes sequence 2 first: the read of that object is gated.
+    let gate = std::sync::Arc::new(GateReads::new(
+        inner.clone(),
+        "c-read-deleted/objects/00000000000000000002.wal".into(),
+    ));
+    let t = Bench::on(Storage::from_arc(gate.clone()), "c-read-deleted", config());
     let wal = t.open().await;
     let a = wal.append(vec![(1, b("a"))]).await.unwrap();
+    assert_eq!(format::sequence_of(a[0]), 2);
     let later = wal.append(vec![(1, b("later"))]).await.unwrap();
-    // The read learns the segments, then waits 50 ms before each fetch;
-    // meanwhile the entries of a are flushed and a's object collected.
-    t.faulty.set_latency(Op::Read, Duration::from_millis(50));
+    // The read has its page of segments and waits at the fetch of a's object
+    // while a is flushed and its object collected.
     let w = wal.clone();
     let reading = tokio::spawn(async move { try_read(&w, 1, 0).await });
-    tokio::task::yield_now().await;
+    gate.arrived.notified().await;
     wal.obsolete(1, a[0]).await.unwrap();
     wal.append(vec![(2, b("carrier"))]).await.unwrap();
+    for _ in 0..10_000 {
+        if inner.read(&t.key(2), 0..1).await.is_err() {
+            break;
+        }
+        tokio::task::yield_now().await;
+    }
+    assert!(
+        inner
+            .read(&t.key(2), 0..1)
+            .await
+            .unwrap_err()
+            .is_not_found(),
+        "collected"
+    );
+    gate.gate.add_permits(1);
     let entries = reading.await.unwrap().unwrap();
-    assert!(t.counter(m::DELETED_OBJECTS_TOTAL) >= 1);
-    assert_eq!(entries.len(), 1);
+    assert_eq!(entries.len(), 1, "the collected object is skipped");
     assert_eq!(entries[0].id, later[0]);
-    t.faulty.set_latency(Op::Read, Duration::ZERO);
     // A missing object that collection did not delete fails the read.
     let key = t.key(format::sequence_of(later[0]));
-    t.faulty.inner().delete(&key).await.unwrap();
+    inner.delete(&key).await.unwrap();
     let err = try_read(&wal, 1, 0).await.unwrap_err();
     assert!(matches!(err, Error::Storage { .. }), "{err}");
     wal.stop().await.unwrap();
@@ -192,5 +212,52 @@ async fn a_fixture_with_release_records_seeds_the_watermarks() {
         );
     }
     assert_eq!(read(&wal, 1).await, ["one", "two"]);
+    wal.stop().await.unwrap();
+}
+
+/// Regression: a failed pass armed its retry tick and then started the next
+/// pass at once, so a delete that kept failing looped without pause.
+#[tokio::test(start_paused = true)]
+async fn a_failing_delete_is_retried_on_ticks_not_in_a_loop() {
+    let t = Bench::new("c-delete-loop", config());
+    let wal = t.open().await;
+    t.faulty.fail_next(
+        Op::Delete,
+        "objects/",
+        1_000_000,
+        StorageErrorKind::Transient,
+    );
+    let a = wal.append(vec![(1, b("a"))]).await.unwrap();
+    wal.obsolete(1, a[0]).await.unwrap();
+    wal.append(vec![(2, b("b"))]).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let lists = t.faulty.counts().list.requests;
+    assert!(lists <= 20, "{lists} listings in 100 ms of 10 ms ticks");
+    assert!(t.counter(m::FAILED_DELETES_TOTAL) >= 2, "retried");
+    t.faulty.clear_faults();
+    wal.stop().await.unwrap();
+}
+
+/// Regression: `wait_durable` compared with the catalog, which forgets a
+/// region once its objects are collected, and called a durable entry failed.
+#[tokio::test]
+async fn wait_durable_still_answers_after_the_entry_was_collected() {
+    let t = Bench::new("c-wait-collected", config());
+    let wal = t.open().await;
+    let a = wal.append(vec![(1, b("a"))]).await.unwrap();
+    wal.obsolete(1, a[0]).await.unwrap();
+    wal.append(vec![(2, b("carrier"))]).await.unwrap();
+    let key = t.key(format::sequence_of(a[0]));
+    for _ in 0..10_000 {
+        if t.faulty.inner().read(&key, 0..1).await.is_err() {
+            break;
+        }
+        tokio::task::yield_now().await;
+    }
+    assert!(
+        t.faulty.inner().read(&key, 0..1).await.is_err(),
+        "collected"
+    );
+    wal.wait_durable(1, a[0]).await.unwrap();
     wal.stop().await.unwrap();
 }

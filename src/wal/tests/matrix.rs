@@ -230,10 +230,11 @@ async fn plant(t: &Bench, sequence: u64, epoch: u64, link: Option<Link>) {
 async fn earlier_epoch_object() {
     let t = Bench::new("m-earlier-epoch", config());
     t.open().await.stop().await.unwrap();
-    let wal = t.open().await; // epoch 2, start object at 2
+    let wal = t.open().await; // epoch 2, start object at 2, data from 66
+    let data = t.first_data_sequence().await;
     plant(
         &t,
-        3,
+        data,
         1,
         Some(Link {
             sequence: 1,
@@ -249,7 +250,11 @@ async fn earlier_epoch_object() {
     assert_eq!(t.counter(m::CREATE_CONFLICTS_TOTAL), 1);
     assert_eq!(t.counter(m::POISONED_TOTAL), 0);
     let ids = wal.append(vec![(1, b("b"))]).await.unwrap();
-    assert_eq!(format::sequence_of(ids[0]), 4, "sequence 3 is consumed");
+    assert_eq!(
+        format::sequence_of(ids[0]),
+        data + 1,
+        "the failed sequence is consumed"
+    );
     assert_eq!(read(&wal, 1).await, ["b"]);
     wal.stop().await.unwrap();
     assert_eq!(
@@ -263,9 +268,10 @@ async fn same_epoch_object() {
     let t = Bench::new("m-same-epoch", config());
     t.open().await.stop().await.unwrap();
     let wal = t.open().await; // epoch 2
+    let data = t.first_data_sequence().await;
     plant(
         &t,
-        3,
+        data,
         2,
         Some(Link {
             sequence: 2,
@@ -381,16 +387,12 @@ async fn tail_read_fails_at_open() {
     let wal = t.open().await;
     wal.append(vec![(1, b("a"))]).await.unwrap();
     wal.stop().await.unwrap();
-    let creates = t.faulty.counts().create.requests;
+    let objects = t.sequences().await;
     t.faulty
         .fail_next(Op::Read, "objects/", 1, StorageErrorKind::Transient);
     let err = t.try_open().await.unwrap_err();
     assert!(err.is_retryable(), "{err}");
-    assert_eq!(
-        t.faulty.counts().create.requests,
-        creates,
-        "no start object written"
-    );
+    assert_eq!(t.sequences().await, objects, "no start object written");
     assert_eq!(read(&t.open().await, 1).await, ["a"]);
 }
 

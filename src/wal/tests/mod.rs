@@ -140,6 +140,13 @@ impl Bench {
             .collect()
     }
 
+    /// The sequence of the first data batch of a store just reopened (epoch
+    /// above 1): the gap after its start object.
+    pub(crate) async fn first_data_sequence(&self) -> u64 {
+        let start = self.sequences().await.into_iter().max().unwrap_or(0);
+        start + crate::wal::fence::FENCE_GAP
+    }
+
     /// Waits, by yielding (never sleeping), until `key` exists in storage.
     pub(crate) async fn until_present(&self, key: &str) {
         for _ in 0..10_000 {
@@ -230,6 +237,49 @@ impl ObjectStorage for FailReadsAt {
                 .is_ok()
         {
             return Err(StorageError::transient("injected footer fetch failure").with_key(key));
+        }
+        self.inner.read(key, range).await
+    }
+    async fn list(&self, prefix: &str) -> Result<Vec<ObjectMeta>, StorageError> {
+        self.inner.list(prefix).await
+    }
+    async fn delete(&self, key: &str) -> Result<(), StorageError> {
+        self.inner.delete(key).await
+    }
+}
+
+/// Holds the first read of `key` until `open()` is called, and tells when
+/// that read arrived: a read made to wait at an exact point.
+#[derive(Debug)]
+pub(crate) struct GateReads {
+    pub(crate) inner: Storage,
+    pub(crate) key: String,
+    pub(crate) arrived: tokio::sync::Notify,
+    pub(crate) gate: tokio::sync::Semaphore,
+    pub(crate) held: std::sync::atomic::AtomicBool,
+}
+
+impl GateReads {
+    pub(crate) fn new(inner: Storage, key: String) -> Self {
+        GateReads {
+            inner,
+            key,
+            arrived: tokio::sync::Notify::new(),
+            gate: tokio::sync::Semaphore::new(0),
+            held: std::sync::atomic::AtomicBool::new(false),
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl ObjectStorage for GateReads {
+    async fn create(&self, key: &str, data: Bytes) -> Result<Created, StorageError> {
+        self.inner.create(key, data).await
+    }
+    async fn read(&self, key: &str, range: Range<u64>) -> Result<Bytes, StorageError> {
+        if key == self.key && !self.held.swap(true, Ordering::SeqCst) {
+            self.arrived.notify_one();
+            let _permit = self.gate.acquire().await;
         }
         self.inner.read(key, range).await
     }

@@ -61,11 +61,13 @@ async fn a_linear_chain_is_indexed_whole() {
     }
     let r = recover(&t.storage, &prefix(&t), 4).await.unwrap();
     // The first start object held no live segment: the boundary the later
-    // objects carry passed it and collection deleted it.
-    assert_eq!(r.selection.chain, vec![2, 3, 4, 5, 6]);
+    // objects carry passed it and collection deleted it. Each reopen leaves
+    // the fencing gap after its start object.
+    let gap = crate::wal::fence::FENCE_GAP;
+    assert_eq!(r.selection.chain, vec![2, 3, 3 + gap, 4 + gap, 4 + 2 * gap]);
     assert!(r.selection.below_boundary.is_empty());
     assert!(r.selection.orphans.is_empty());
-    assert_eq!(t.sequences().await, vec![2, 3, 4, 5, 6]);
+    assert_eq!(t.sequences().await, r.selection.chain);
     assert_eq!(read(&t.open().await, 1).await, ["e0", "e1", "e2"]);
 }
 
@@ -85,8 +87,8 @@ async fn orphans_below_and_above_the_tip_raise_the_next_sequence() {
     let ids = wal.append(vec![(1, b("new"))]).await.unwrap();
     assert_eq!(
         format::sequence_of(ids[0]),
-        8,
-        "start object at 7, after the orphan at 6"
+        7 + crate::wal::fence::FENCE_GAP,
+        "start object at 7, after the orphan at 6; data after the gap"
     );
     wal.stop().await.unwrap();
 }
@@ -193,7 +195,11 @@ async fn the_start_object_moves_past_an_earlier_epoch_and_fails_on_a_later_one()
             Ok(wal) => {
                 assert!(opens, "epoch {epoch}");
                 let ids = wal.append(vec![(1, b("x"))]).await.unwrap();
-                assert_eq!(format::sequence_of(ids[0]), 4, "start object moved to 3");
+                assert_eq!(
+                    format::sequence_of(ids[0]),
+                    3 + crate::wal::fence::FENCE_GAP,
+                    "start object moved to 3"
+                );
                 wal.stop().await.unwrap();
             }
             Err(err) => {

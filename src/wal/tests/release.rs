@@ -281,10 +281,11 @@ async fn stopped_or_poisoned_keeps_nothing() {
 
     let t = Bench::new("rel-poisoned", config());
     t.open().await.stop().await.unwrap();
-    let wal = t.open().await; // epoch 2; its next batch is sequence 3
+    let wal = t.open().await; // epoch 2
+    let data = t.first_data_sequence().await;
     let foreign = Object {
         header: Header {
-            sequence: 3,
+            sequence: data,
             epoch: 2,
             link: Some(Link {
                 sequence: 2,
@@ -299,7 +300,7 @@ async fn stopped_or_poisoned_keeps_nothing() {
         }],
     };
     let bytes = format::encode(&foreign).unwrap();
-    t.faulty.inner().create(&t.key(3), bytes).await.unwrap();
+    t.faulty.inner().create(&t.key(data), bytes).await.unwrap();
     let err = wal.release_region(1).await.unwrap_err();
     assert!(err.is_poisoned(), "{err}");
     let err = wal.release_region(1).await.unwrap_err();
