@@ -236,12 +236,22 @@ impl Actor {
             }
             CreateOutcome::Conflict { epoch } => {
                 self.metrics.create_conflicts.increment(1);
-                let by =
-                    epoch.map_or_else(|| "an unknown writer".to_owned(), |e| format!("epoch {e}"));
-                self.poison(format!(
-                    "{key} is held by another writer ({by}; ours is {}): another process writes this prefix",
-                    self.epoch
-                ));
+                let reason = match epoch {
+                    Some(newer) if newer > self.epoch => format!(
+                        "fenced: {key} is held by a newer process (epoch {newer}; ours is {}), \
+                         which opened this prefix",
+                        self.epoch
+                    ),
+                    Some(same) => format!(
+                        "{key} is held by another writer of the same epoch {same}: \
+                         another process writes this prefix"
+                    ),
+                    None => format!(
+                        "{key} is held by an object that is not objwal's: \
+                         another writer uses this prefix"
+                    ),
+                };
+                self.poison(reason);
             }
         }
         self.after_pipeline_change();

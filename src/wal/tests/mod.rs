@@ -16,6 +16,7 @@ use crate::storage::{Created, MemoryStorage, ObjectMeta, ObjectStorage, StorageE
 use crate::{Config, Entry, EntryId, Error, RegionId, Storage, Wal};
 
 mod collect;
+mod fencing;
 mod matrix;
 mod matrix_enqueued;
 mod recovery;
