@@ -502,13 +502,6 @@ impl Engine {
                 "{at}: region {region}: the promised entry {id} is not read"
             );
         }
-        if self.mode == AckMode::Durable {
-            assert_eq!(
-                read.len(),
-                memtable.len(),
-                "{at}: region {region} reads its memtable"
-            );
-        }
     }
 
     /// Every entry a read yields, repeating the read on a retryable error
