@@ -194,17 +194,34 @@ impl Engine {
         for region in 1..=FIRST_REGIONS {
             manifest.flushed.insert(region, 0);
         }
+        let mut rng = StdRng::seed_from_u64(seed);
+        // Small batches put several objects in flight at once, and bound
+        // the enqueued backlog so appends stall.
+        let max_batch_bytes = *[1024, 4096, 8 << 20].choose(&mut rng).expect("sizes");
+        let config = Config {
+            flush_interval: FLUSH_INTERVAL,
+            ack_mode: mode,
+            max_batch_bytes,
+            max_unpersisted_bytes: max_batch_bytes * rng.random_range(2..=64),
+            max_inflight_creates: rng.random_range(1..=4),
+            ..Config::default()
+        };
+        // Create latency leaves creates in flight when the engine crashes.
+        let faulty = FaultyStorage::new(Storage::new(MemoryStorage::new()));
+        // Not in enqueued mode yet: a failing store whose pipeline is full
+        // spins its actor (see `a_failing_store_with_a_full_pipeline_waits`).
+        let latency = match mode {
+            AckMode::Durable => rng.random_range(0..=FLUSH_INTERVAL.as_millis() as u64 / 2),
+            _ => 0,
+        };
+        faulty.set_latency(Op::Create, Duration::from_millis(latency));
         Engine {
             seed,
             mode,
             step: 0,
-            rng: StdRng::seed_from_u64(seed),
-            faulty: FaultyStorage::new(Storage::new(MemoryStorage::new())),
-            config: Config {
-                flush_interval: FLUSH_INTERVAL,
-                ack_mode: mode,
-                ..Config::default()
-            },
+            rng,
+            faulty,
+            config,
             wal: None,
             needs_restart: false,
             manifest,
@@ -244,7 +261,8 @@ impl Engine {
                 67..76 => self.inject_fault(),
                 76..84 => self.tick().await,
                 84..91 => self.scan().await,
-                91..95 => self.restart(true).await,
+                91..93 => self.restart(true).await,
+                93..95 => self.crash_mid_append().await,
                 _ => self.restart(false).await,
             }
         }
@@ -255,7 +273,8 @@ impl Engine {
 
     fn payload(&mut self, region: RegionId) -> Bytes {
         self.payloads += 1;
-        let pad = "x".repeat(self.rng.random_range(0..64));
+        let max = if self.rng.random_bool(0.1) { 700 } else { 64 };
+        let pad = "x".repeat(self.rng.random_range(0..max));
         Bytes::from(format!("s{}-r{region}-n{}-{pad}", self.seed, self.payloads))
     }
 
@@ -275,6 +294,48 @@ impl Engine {
         for (batch, result) in batches.into_iter().zip(results) {
             self.appended(batch, result);
         }
+    }
+
+    /// Appends in flight when the process dies: their tasks are cut off
+    /// after a random time and every handle is dropped.
+    async fn crash_mid_append(&mut self) {
+        let n = self.rng.random_range(1..=6);
+        let batches: Vec<_> = (0..n).map(|_| self.make_batch(3)).collect();
+        let tasks: Vec<_> = batches
+            .iter()
+            .map(|batch| {
+                let (wal, batch) = (self.wal(), batch.clone());
+                tokio::spawn(async move { wal.append(batch).await })
+            })
+            .collect();
+        let ms = self.rng.random_range(0..=FLUSH_INTERVAL.as_millis() as u64);
+        tokio::time::sleep(Duration::from_millis(ms)).await;
+        for task in &tasks {
+            task.abort();
+        }
+        for (batch, task) in batches.into_iter().zip(tasks) {
+            match task.await {
+                Ok(result) => self.appended(batch, result),
+                // Cut off: admitted or not, durable or not.
+                Err(e) => {
+                    assert!(
+                        e.is_cancelled(),
+                        "{}: an append task failed: {e}",
+                        self.at()
+                    );
+                    for (region, data) in batch {
+                        let promise = Promise::Maybe;
+                        let entry = Written {
+                            region,
+                            id: None,
+                            promise,
+                        };
+                        self.written.insert(data, entry);
+                    }
+                }
+            }
+        }
+        self.restart(true).await;
     }
 
     fn make_batch(&mut self, max: usize) -> Vec<(RegionId, Bytes)> {
