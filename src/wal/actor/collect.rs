@@ -132,11 +132,13 @@ impl Actor {
         }
         let durable = self.catalog.tip().map_or(0, |t| t.reclaim_boundary);
         let next = self.reclaim_boundary(self.next_sequence);
+        // Writing a new tip only to free the old tip frees nothing.
+        let tip = self.catalog.tip().map(|t| t.sequence);
         let frees = self
             .catalog
             .objects()
             .next()
-            .is_some_and(|o| o.sequence < next);
+            .is_some_and(|o| o.sequence < next && Some(o.sequence) != tip);
         if next > durable && frees {
             if let Err(e) = self.open_batch(Instant::now()) {
                 tracing::warn!(error = %e, "cannot write an object to carry the reclaim boundary");

@@ -365,10 +365,12 @@ impl Actor {
             let kept_at = self.kept_deadline;
             let collect_at = self.collect_at;
             let probe_at = self.probe_retry_at;
+            // Only while a create could start: with every slot busy, a
+            // completion starts the next one (a due timer would spin).
             let retry_at = self
                 .failing
                 .as_ref()
-                .filter(|_| self.has_waiting())
+                .filter(|_| self.has_startable())
                 .map(|f| f.retry_at);
             tokio::select! {
                 biased;
@@ -453,9 +455,12 @@ impl Actor {
             .any(|s| s.state == FlightState::Running)
     }
 
-    fn has_waiting(&self) -> bool {
+    /// Whether a batch waits for its create within the window of batches
+    /// that may be created (the first `max_inflight_creates`).
+    fn has_startable(&self) -> bool {
         self.pipeline
             .iter()
+            .take(self.config.max_inflight_creates)
             .any(|s| s.state == FlightState::Waiting)
     }
 

@@ -261,3 +261,24 @@ async fn wait_durable_still_answers_after_the_entry_was_collected() {
     wal.wait_durable(1, a[0]).await.unwrap();
     wal.stop().await.unwrap();
 }
+
+/// Regression: the idle tick wrote a new empty object whenever the old tip
+/// lay below the boundary it would carry, so an idle store with nothing to
+/// collect wrote one object per flush interval forever.
+#[tokio::test(start_paused = true)]
+async fn an_idle_store_stops_writing_once_everything_is_collected() {
+    let t = Bench::new("c-idle-settles", config());
+    let wal = t.open().await;
+    let a = wal.append(vec![(1, b("a"))]).await.unwrap();
+    wal.obsolete(1, a[0]).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let creates = t.faulty.counts().create.requests;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(
+        t.faulty.counts().create.requests,
+        creates,
+        "settled: no more empty objects"
+    );
+    wal.stop().await.unwrap();
+    assert_eq!(t.sequences().await.len(), 1, "only the tip is left");
+}

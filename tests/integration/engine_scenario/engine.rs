@@ -84,12 +84,7 @@ impl Engine {
         };
         // Create latency leaves creates in flight when the engine crashes.
         let faulty = FaultyStorage::new(Storage::new(MemoryStorage::new()));
-        // Not in enqueued mode yet: a failing store whose pipeline is full
-        // spins its actor (see `a_failing_store_with_a_full_pipeline_waits`).
-        let latency = match mode {
-            AckMode::Durable => rng.random_range(0..=FLUSH_INTERVAL.as_millis() as u64 / 2),
-            _ => 0,
-        };
+        let latency = rng.random_range(0..=FLUSH_INTERVAL.as_millis() as u64 / 2);
         faulty.set_latency(Op::Create, Duration::from_millis(latency));
         Engine {
             seed,

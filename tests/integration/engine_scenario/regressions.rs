@@ -1,5 +1,4 @@
-//! Regression tests of library bugs the scenario found, ignored until the
-//! library is fixed (run them with `--ignored`).
+//! Regression tests of library bugs the scenario found.
 
 use std::time::Duration;
 
@@ -18,7 +17,6 @@ use super::{FLUSH_INTERVAL, PREFIX};
 /// wakes again at once: it spins until the running create ends (a busy CPU in
 /// real time; under paused time no timer ever fires and the store hangs).
 #[test]
-#[ignore = "library bug: the actor spins while a failing store's pipeline is full"]
 fn a_failing_store_with_a_full_pipeline_waits() {
     let (done, finished) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
@@ -63,7 +61,6 @@ fn a_failing_store_with_a_full_pipeline_waits() {
 /// delete that keeps failing (say, a bucket policy that denies deletes)
 /// makes the store list the prefix and delete without pause, forever.
 #[tokio::test(start_paused = true)]
-#[ignore = "library bug: failed deletes are retried at once, in a loop"]
 async fn failed_deletes_are_retried_later() {
     let faulty = FaultyStorage::new(Storage::new(MemoryStorage::new()));
     let config = Config {
