@@ -262,9 +262,9 @@ async fn wait_durable_still_answers_after_the_entry_was_collected() {
     wal.stop().await.unwrap();
 }
 
-/// Regression: the idle tick wrote a new empty object whenever the old tip
-/// lay below the boundary it would carry, so an idle store with nothing to
-/// collect wrote one object per flush interval forever.
+/// An idle store that collected everything settles: one tip, no more
+/// writes. (The loop of empty objects that a retried collection could start
+/// is pinned by `engine_scenario::regressions::failed_deletes_are_retried_later`.)
 #[tokio::test(start_paused = true)]
 async fn an_idle_store_stops_writing_once_everything_is_collected() {
     let t = Bench::new("c-idle-settles", config());
