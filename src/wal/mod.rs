@@ -13,6 +13,7 @@ use futures::future::BoxFuture;
 use futures::Stream;
 use tokio::sync::oneshot;
 use tokio::time::Instant;
+use tracing::Instrument;
 
 use crate::catalog::{Catalog, IndexedObject};
 use crate::config::Config;
@@ -130,7 +131,12 @@ impl Wal {
         config.validate()?;
         let prefix = Prefix::new(prefix)?;
         let span = tracing::info_span!("open", prefix = %prefix);
-        let _entered = span.enter();
+        Self::open_in(storage, prefix, config)
+            .instrument(span)
+            .await
+    }
+
+    async fn open_in(storage: Storage, prefix: Prefix, config: Config) -> Result<Wal, Error> {
         let started = Instant::now();
         // Claim the epoch before listing anything: an older process that
         // finds no fence when it acknowledges has its objects in our listing.

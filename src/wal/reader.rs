@@ -155,6 +155,7 @@ impl ReadState {
     }
 
     /// One segment's entries, or `None` when it is skipped as corrupted.
+    #[tracing::instrument(name = "read", skip_all, fields(region = self.region, sequence = segment.sequence))]
     async fn fetch(
         &self,
         segment: &SegmentRef,

@@ -76,6 +76,7 @@ pub(crate) struct Recovered {
 }
 
 /// Lists `prefix` and rebuilds its catalog. Writes nothing.
+#[tracing::instrument(name = "recover", skip_all, fields(prefix = %prefix))]
 pub(crate) async fn recover(
     storage: &Storage,
     prefix: &Prefix,
