@@ -213,13 +213,7 @@ impl Wal {
         };
         let (tx, rx) = flume::unbounded();
         let actor = Actor::new(Start {
-            storage: launch.storage,
-            prefix: launch.prefix,
-            config: launch.config,
-            epoch: launch.epoch,
-            catalog: launch.catalog,
-            watermarks: launch.watermarks,
-            next_sequence: launch.next_sequence,
+            launch,
             shared: shared.clone(),
             metrics,
         });

@@ -51,7 +51,7 @@ use super::batch::OpenBatch;
 use super::create::CreateOutcome;
 use super::policy::{SealPolicy, SealReason};
 use super::reader::SegmentPage;
-use super::Shared;
+use super::{Launch, Shared};
 
 mod admit;
 mod collect;
@@ -224,15 +224,10 @@ struct Stopping {
     final_sealed: bool,
 }
 
-/// What the actor starts from.
+/// What the actor starts from: the recovered state, and what it shares
+/// with the handles.
 pub(crate) struct Start {
-    pub(crate) storage: Storage,
-    pub(crate) prefix: Prefix,
-    pub(crate) config: Config,
-    pub(crate) epoch: u64,
-    pub(crate) catalog: Catalog,
-    pub(crate) watermarks: HashMap<RegionId, EntryId>,
-    pub(crate) next_sequence: u64,
+    pub(crate) launch: Launch,
     pub(crate) shared: Arc<Shared>,
     pub(crate) metrics: StoreMetrics,
 }
@@ -297,31 +292,36 @@ pub(crate) type ProbeResult = Result<Option<u64>, crate::storage::StorageError>;
 
 impl Actor {
     pub(crate) fn new(start: Start) -> Self {
-        let boundary = start.catalog.tip().map_or(0, |t| t.reclaim_boundary);
-        let released = start.catalog.released().clone();
-        let assigned: HashMap<RegionId, EntryId> = start
+        let Start {
+            launch,
+            shared,
+            metrics,
+        } = start;
+        let boundary = launch.catalog.tip().map_or(0, |t| t.reclaim_boundary);
+        let released = launch.catalog.released().clone();
+        let assigned: HashMap<RegionId, EntryId> = launch
             .catalog
             .regions()
             .into_iter()
-            .map(|r| (r, start.catalog.last_id(r)))
+            .map(|r| (r, launch.catalog.last_id(r)))
             .collect();
         Actor {
             policy: SealPolicy {
-                max_batch_bytes: start.config.max_batch_bytes,
-                flush_interval: start.config.flush_interval,
+                max_batch_bytes: launch.config.max_batch_bytes,
+                flush_interval: launch.config.flush_interval,
             },
-            storage: start.storage,
-            prefix: start.prefix,
-            config: start.config,
-            epoch: start.epoch,
-            metrics: start.metrics,
-            shared: start.shared,
-            catalog: start.catalog,
-            watermarks: start.watermarks,
+            storage: launch.storage,
+            prefix: launch.prefix,
+            config: launch.config,
+            epoch: launch.epoch,
+            metrics,
+            shared,
+            catalog: launch.catalog,
+            watermarks: launch.watermarks,
             durable_ids: assigned.clone(),
             assigned,
             released,
-            next_sequence: start.next_sequence,
+            next_sequence: launch.next_sequence,
             open: None,
             kept_releases: BTreeMap::new(),
             kept_deadline: None,

@@ -5,11 +5,9 @@
 //! what a read and a reopen see afterwards. The table must hold every row
 //! the log store issue names; the test fails if one is missing.
 
-use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicU64, AtomicUsize};
 use std::sync::Arc;
 
-use futures::future::BoxFuture;
 use futures::FutureExt;
 
 use crate::config::CorruptionPolicy;
@@ -20,8 +18,6 @@ use crate::storage::{MemoryStorage, ObjectStorage, StorageErrorKind};
 use crate::{Error, Storage, WalReader};
 
 use super::*;
-
-type Row = (&'static str, fn() -> BoxFuture<'static, ()>);
 
 /// Every situation the log store issue lists for durable mode.
 pub(crate) const REQUIRED: &[&str] = &[
@@ -79,17 +75,7 @@ fn rows() -> Vec<Row> {
 
 #[tokio::test]
 async fn failure_matrix_durable() {
-    let table = rows();
-    let names: BTreeSet<_> = table.iter().map(|(name, _)| *name).collect();
-    let required: BTreeSet<_> = REQUIRED.iter().copied().collect();
-    assert_eq!(
-        names, required,
-        "the matrix must hold exactly the required rows"
-    );
-    for (name, row) in table {
-        eprintln!("row: {name}");
-        row().await;
-    }
+    run_matrix(rows(), REQUIRED).await;
 }
 
 async fn create_succeeds() {

@@ -3,13 +3,10 @@
 //! Paused time: the backlog's age and the retry delays advance only when
 //! every task waits, so no row depends on the machine's speed.
 
-use std::collections::BTreeSet;
 use std::time::Duration;
 
-use futures::future::BoxFuture;
 use futures::FutureExt;
 
-use crate::config::AckMode;
 use crate::format;
 use crate::metrics as m;
 use crate::storage::fault::Op;
@@ -17,8 +14,6 @@ use crate::storage::{ObjectStorage, StorageErrorKind};
 use crate::Error;
 
 use super::*;
-
-type Row = (&'static str, fn() -> BoxFuture<'static, ()>);
 
 pub(crate) const REQUIRED: &[&str] = &[
     "append returns while creates are held; wait_durable waits for the object",
@@ -50,25 +45,7 @@ fn rows() -> Vec<Row> {
 
 #[tokio::test(start_paused = true)]
 async fn failure_matrix_enqueued() {
-    let table = rows();
-    let names: BTreeSet<_> = table.iter().map(|(name, _)| *name).collect();
-    let required: BTreeSet<_> = REQUIRED.iter().copied().collect();
-    assert_eq!(
-        names, required,
-        "the matrix must hold exactly the required rows"
-    );
-    for (name, row) in table {
-        eprintln!("row: {name}");
-        row().await;
-    }
-}
-
-fn enqueued() -> Config {
-    Config {
-        ack_mode: AckMode::Enqueued,
-        max_unpersisted_age: Duration::from_secs(3600),
-        ..config()
-    }
+    run_matrix(rows(), REQUIRED).await;
 }
 
 async fn returns_on_admission() {
@@ -276,14 +253,7 @@ async fn stop_uploads_backlog() {
 }
 
 fn slow_flush(prefix: &str) -> Bench {
-    Bench::new(
-        prefix,
-        Config {
-            flush_interval: Duration::from_secs(3600),
-            max_unpersisted_age: Duration::from_secs(7200),
-            ..enqueued()
-        },
-    )
+    Bench::new(prefix, slow(enqueued()))
 }
 
 async fn stop_after_permanent_failure() {

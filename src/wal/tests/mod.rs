@@ -160,6 +160,45 @@ impl Bench {
     }
 }
 
+/// One row of a failure matrix: its name and its run.
+pub(crate) type Row = (
+    &'static str,
+    fn() -> futures::future::BoxFuture<'static, ()>,
+);
+
+/// Runs a failure matrix after checking it holds exactly the required rows
+/// (so a row cannot go missing unnoticed).
+pub(crate) async fn run_matrix(table: Vec<Row>, required: &[&str]) {
+    let names: std::collections::BTreeSet<_> = table.iter().map(|(name, _)| *name).collect();
+    let required: std::collections::BTreeSet<_> = required.iter().copied().collect();
+    assert_eq!(
+        names, required,
+        "the matrix must hold exactly the required rows"
+    );
+    for (name, row) in table {
+        eprintln!("row: {name}");
+        row().await;
+    }
+}
+
+/// Enqueued acknowledgement with an age bound that never stalls a test.
+pub(crate) fn enqueued() -> Config {
+    Config {
+        ack_mode: crate::config::AckMode::Enqueued,
+        max_unpersisted_age: Duration::from_secs(3600),
+        ..config()
+    }
+}
+
+/// `config` with an hour's flush interval: nothing is sealed by the timer.
+pub(crate) fn slow(config: Config) -> Config {
+    Config {
+        flush_interval: Duration::from_secs(3600),
+        max_unpersisted_age: Duration::from_secs(7200),
+        ..config
+    }
+}
+
 /// A test config: a short flush interval.
 pub(crate) fn config() -> Config {
     Config {

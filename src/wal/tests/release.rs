@@ -2,10 +2,8 @@
 //!
 //! Paused time: ticks and retry delays advance only when every task waits.
 
-use std::collections::BTreeSet;
 use std::time::Duration;
 
-use futures::future::BoxFuture;
 use futures::FutureExt;
 
 use crate::config::AckMode;
@@ -16,8 +14,6 @@ use crate::storage::{ObjectStorage, StorageErrorKind};
 use crate::{Error, WalReader};
 
 use super::*;
-
-type Row = (&'static str, fn() -> BoxFuture<'static, ()>);
 
 pub(crate) const REQUIRED: &[&str] = &[
     "a release is durable and indexed; the region reads empty and refuses appends",
@@ -49,33 +45,7 @@ fn rows() -> Vec<Row> {
 
 #[tokio::test(start_paused = true)]
 async fn failure_matrix_release() {
-    let table = rows();
-    let names: BTreeSet<_> = table.iter().map(|(name, _)| *name).collect();
-    let required: BTreeSet<_> = REQUIRED.iter().copied().collect();
-    assert_eq!(
-        names, required,
-        "the matrix must hold exactly the required rows"
-    );
-    for (name, row) in table {
-        eprintln!("row: {name}");
-        row().await;
-    }
-}
-
-fn enqueued() -> Config {
-    Config {
-        ack_mode: AckMode::Enqueued,
-        max_unpersisted_age: Duration::from_secs(3600),
-        ..config()
-    }
-}
-
-fn slow(config: Config) -> Config {
-    Config {
-        flush_interval: Duration::from_secs(3600),
-        max_unpersisted_age: Duration::from_secs(7200),
-        ..config
-    }
+    run_matrix(rows(), REQUIRED).await;
 }
 
 /// Whether `region` is released after a reopen (appends to it are refused).
