@@ -5,6 +5,7 @@
 #[cfg(feature = "cli")]
 mod cli;
 mod common;
+mod fencing;
 mod format_fixtures;
 mod format_robustness;
 mod format_roundtrip;
