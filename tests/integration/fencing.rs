@@ -469,7 +469,12 @@ async fn run_scenario(seed: u64, inner: Storage, profile: Profile) -> Result<Out
     tokio::time::sleep(plan.b_delay).await;
     let b = Wal::open(fb.storage(), PREFIX, plan.config.clone())
         .await
-        .map_err(|e| fail(format!("guarantee 3: B's open failed: {e}")))?;
+        .map_err(|e| {
+            fail(format!(
+                "guarantee 3: B's open failed: {e}\n(meanwhile A made {} deletes)",
+                fa.counts().delete.requests
+            ))
+        })?;
     b_opened.store(true, Ordering::SeqCst);
     tasks.extend(appenders(
         &b,
