@@ -285,6 +285,10 @@ impl Appender {
                 r.a_errors += 1;
                 if e.to_string().contains("fenced") {
                     r.a_fenced = true;
+                } else if e.is_poisoned() && self.writer == Writer::A {
+                    r.violations.push(format!(
+                        "guarantee 1: A's {call} was poisoned without saying it was fenced: {e}"
+                    ));
                 }
             }
             Writer::B => {
@@ -314,16 +318,21 @@ impl Appender {
     }
 }
 
-/// Starts `tasks` appenders of `writer` on `wal`.
+/// What every appender of a run shares.
+struct Run {
+    mode: AckMode,
+    record: Shared,
+    /// Set once B's `Wal::open` returned.
+    b_opened: Arc<AtomicBool>,
+}
+
+/// Starts `tasks` appenders of `writer` on `wal`, `steps` appends each.
 fn appenders(
+    run: &Run,
     wal: &Wal,
     writer: Writer,
-    tasks: usize,
-    steps: usize,
-    plan: &Plan,
+    (tasks, steps): (usize, usize),
     rng: &mut StdRng,
-    record: &Shared,
-    b_opened: &Arc<AtomicBool>,
 ) -> Vec<tokio::task::JoinHandle<()>> {
     (0..tasks)
         .map(|task| {
@@ -332,10 +341,10 @@ fn appenders(
                 writer,
                 task,
                 steps,
-                mode: plan.mode,
+                mode: run.mode,
                 rng: StdRng::seed_from_u64(rng.random()),
-                record: record.clone(),
-                b_opened: b_opened.clone(),
+                record: run.record.clone(),
+                b_opened: run.b_opened.clone(),
             };
             tokio::spawn(appender.run())
         })
@@ -415,8 +424,12 @@ struct Outcome {
 async fn run_scenario(seed: u64, inner: Storage, profile: Profile) -> Result<Outcome, String> {
     let mut rng = StdRng::seed_from_u64(seed);
     let plan = Plan::new(&mut rng, profile);
-    let record: Shared = Arc::default();
-    let b_opened = Arc::new(AtomicBool::new(false));
+    let run = Run {
+        mode: plan.mode,
+        record: Arc::default(),
+        b_opened: Arc::new(AtomicBool::new(false)),
+    };
+    let record = run.record.clone();
     let fail = |what: String| format!("{what}\nplan: {plan:?}");
 
     // Epoch 1 (sometimes): a writer that wrote and stopped, or crashed.
@@ -424,16 +437,7 @@ async fn run_scenario(seed: u64, inner: Storage, profile: Profile) -> Result<Out
         let wal = Wal::open(inner.clone(), PREFIX, plan.config.clone())
             .await
             .map_err(|e| fail(format!("the first writer's open failed: {e}")))?;
-        let tasks = appenders(
-            &wal,
-            Writer::Before,
-            2,
-            3,
-            &plan,
-            &mut rng,
-            &record,
-            &b_opened,
-        );
+        let tasks = appenders(&run, &wal, Writer::Before, (2, 3), &mut rng);
         for t in tasks {
             t.await.map_err(|e| fail(format!("a task panicked: {e}")))?;
         }
@@ -456,16 +460,7 @@ async fn run_scenario(seed: u64, inner: Storage, profile: Profile) -> Result<Out
     let a = Wal::open(fa.storage(), PREFIX, plan.config.clone())
         .await
         .map_err(|e| fail(format!("A's open failed: {e}")))?;
-    let mut tasks = appenders(
-        &a,
-        Writer::A,
-        plan.a_tasks,
-        plan.a_steps,
-        &plan,
-        &mut rng,
-        &record,
-        &b_opened,
-    );
+    let mut tasks = appenders(&run, &a, Writer::A, (plan.a_tasks, plan.a_steps), &mut rng);
     tokio::time::sleep(plan.b_delay).await;
     let b = Wal::open(fb.storage(), PREFIX, plan.config.clone())
         .await
@@ -475,16 +470,13 @@ async fn run_scenario(seed: u64, inner: Storage, profile: Profile) -> Result<Out
                 fa.counts().delete.requests
             ))
         })?;
-    b_opened.store(true, Ordering::SeqCst);
+    run.b_opened.store(true, Ordering::SeqCst);
     tasks.extend(appenders(
+        &run,
         &b,
         Writer::B,
-        plan.b_tasks,
-        plan.b_steps,
-        &plan,
+        (plan.b_tasks, plan.b_steps),
         &mut rng,
-        &record,
-        &b_opened,
     ));
     for t in tasks {
         t.await.map_err(|e| fail(format!("a task panicked: {e}")))?;
