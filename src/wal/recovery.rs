@@ -90,9 +90,20 @@ pub(crate) async fn recover(
             None => tracing::warn!(key = %meta.key, "ignoring a key that is not an object key"),
         }
     }
-    let objects: BTreeMap<u64, RecoveredObject> = futures::stream::iter(keyed)
+    let read: Vec<Option<(u64, RecoveredObject)>> = futures::stream::iter(keyed)
         .map(|(sequence, meta)| async move {
-            let object = read_tail(storage, &meta.key, meta.size).await?;
+            let object = match read_tail(storage, &meta.key, meta.size).await {
+                Ok(object) => object,
+                // Listed, then gone: collected by a writer (an older process
+                // still collecting, or this one before a crash). Only
+                // garbage is deleted; chain selection notices if a needed
+                // object is missing.
+                Err(Error::Storage { source }) if source.is_not_found() => {
+                    tracing::info!(key = %meta.key, "an object vanished after the listing: collected");
+                    return Ok(None);
+                }
+                Err(e) => return Err(e),
+            };
             let found = object.tail.header().sequence;
             check_plausible(&meta.key, object.tail.header())?;
             if found != sequence {
@@ -101,11 +112,12 @@ pub(crate) async fn recover(
                     meta.key
                 )));
             }
-            Ok::<_, Error>((sequence, object))
+            Ok::<_, Error>(Some((sequence, object)))
         })
         .buffer_unordered(concurrency.max(1))
         .try_collect()
         .await?;
+    let objects: BTreeMap<u64, RecoveredObject> = read.into_iter().flatten().collect();
 
     let summaries: BTreeMap<u64, ObjectSummary> =
         objects.iter().map(|(s, o)| (*s, o.summary())).collect();

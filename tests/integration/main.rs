@@ -6,6 +6,7 @@
 mod cli;
 mod common;
 mod engine_scenario;
+mod fencing;
 mod format_fixtures;
 mod format_robustness;
 mod format_roundtrip;
