@@ -55,6 +55,7 @@ use super::{Launch, Shared};
 
 mod admit;
 mod collect;
+mod index;
 mod pipeline;
 mod stop;
 
@@ -354,7 +355,7 @@ impl Actor {
             if self.stop_is_complete() {
                 let result = self.finish_stop();
                 drop(self);
-                answer_stopped(rx, result).await;
+                stop::answer_stopped(rx, result).await;
                 return;
             }
             let flush_at = self
@@ -474,34 +475,6 @@ impl Actor {
         self.metrics
             .unpersisted_bytes
             .set(self.unpersisted_bytes() as f64);
-    }
-}
-
-/// After a stop: answers every request with the stopped error (and `stop`
-/// with the stop's result) until every handle is gone. Leaving requests in
-/// the channel unanswered would hang their callers.
-async fn answer_stopped(rx: flume::Receiver<Command>, result: Result<(), Error>) {
-    while let Ok(command) = rx.recv_async().await {
-        let stopped = Error::stopped();
-        match command {
-            Command::Append { reply, .. } => {
-                let _ = reply.send(Err(stopped));
-            }
-            Command::Obsolete { reply, .. }
-            | Command::WaitDurable { reply, .. }
-            | Command::Release { reply, .. } => {
-                let _ = reply.send(Err(stopped));
-            }
-            Command::Segments { reply, .. } => {
-                let _ = reply.send(Err(stopped));
-            }
-            Command::Deleted { reply, .. } => {
-                let _ = reply.send(Err(stopped));
-            }
-            Command::Stop { reply } => {
-                let _ = reply.send(result.clone());
-            }
-        }
     }
 }
 

@@ -17,7 +17,7 @@ use crate::config::AckMode;
 use crate::error::Error;
 
 use super::super::policy::SealReason;
-use super::{Actor, FlightState, Reply, Stopping, Waiter, STOP_ATTEMPTS};
+use super::{Actor, Command, FlightState, Reply, Stopping, Waiter, STOP_ATTEMPTS};
 
 impl Actor {
     pub(super) fn on_stop(&mut self, reply: Reply<()>) {
@@ -148,5 +148,33 @@ impl Actor {
             }
         }
         result
+    }
+}
+
+/// After a stop: answers every request with the stopped error (and `stop`
+/// with the stop's result) until every handle is gone. Leaving requests in
+/// the channel unanswered would hang their callers.
+pub(super) async fn answer_stopped(rx: flume::Receiver<Command>, result: Result<(), Error>) {
+    while let Ok(command) = rx.recv_async().await {
+        let stopped = Error::stopped();
+        match command {
+            Command::Append { reply, .. } => {
+                let _ = reply.send(Err(stopped));
+            }
+            Command::Obsolete { reply, .. }
+            | Command::WaitDurable { reply, .. }
+            | Command::Release { reply, .. } => {
+                let _ = reply.send(Err(stopped));
+            }
+            Command::Segments { reply, .. } => {
+                let _ = reply.send(Err(stopped));
+            }
+            Command::Deleted { reply, .. } => {
+                let _ = reply.send(Err(stopped));
+            }
+            Command::Stop { reply } => {
+                let _ = reply.send(result.clone());
+            }
+        }
     }
 }
