@@ -39,6 +39,28 @@ pub struct IndexedObject {
     pub releases: Vec<ReleaseRecord>,
 }
 
+impl IndexedObject {
+    /// The catalog's view of an object of `size` bytes from its decoded
+    /// tail: the release segment is not a region; its records come apart.
+    pub fn from_tail(tail: &format::Tail, size: u64, releases: Vec<ReleaseRecord>) -> Self {
+        let header = tail.header();
+        IndexedObject {
+            sequence: header.sequence,
+            epoch: header.epoch,
+            link: header.link,
+            reclaim_boundary: header.reclaim_boundary,
+            size,
+            segments: tail
+                .segments
+                .iter()
+                .filter(|s| s.region != RELEASE_REGION)
+                .copied()
+                .collect(),
+            releases,
+        }
+    }
+}
+
 /// Why the catalog refused an object.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("catalog refuses object {sequence}: {reason}")]

@@ -224,12 +224,7 @@ impl Wal {
     }
 
     async fn call<T>(&self, command: impl FnOnce(actor::Reply<T>) -> Command) -> Result<T, Error> {
-        let (reply, answer) = oneshot::channel();
-        self.handle
-            .tx
-            .send(command(reply))
-            .map_err(|_| Error::stopped())?;
-        answer.await.map_err(|_| Error::stopped())?
+        ask(&self.handle.tx, command).await
     }
 
     /// Appends entries (of any regions) and returns their ids in input
@@ -330,12 +325,7 @@ struct ActorSource {
 impl SegmentSource for ActorSource {
     fn deleted(&self, sequence: u64) -> BoxFuture<'static, Result<bool, Error>> {
         let tx = self.tx.clone();
-        Box::pin(async move {
-            let (reply, answer) = oneshot::channel();
-            tx.send(Command::Deleted { sequence, reply })
-                .map_err(|_| Error::stopped())?;
-            answer.await.map_err(|_| Error::stopped())?
-        })
+        Box::pin(async move { ask(&tx, |reply| Command::Deleted { sequence, reply }).await })
     }
 
     fn page(
@@ -346,17 +336,26 @@ impl SegmentSource for ActorSource {
     ) -> BoxFuture<'static, Result<SegmentPage, Error>> {
         let tx = self.tx.clone();
         Box::pin(async move {
-            let (reply, answer) = oneshot::channel();
-            tx.send(Command::Segments {
+            ask(&tx, |reply| Command::Segments {
                 region,
                 from,
                 limit,
                 reply,
             })
-            .map_err(|_| Error::stopped())?;
-            answer.await.map_err(|_| Error::stopped())?
+            .await
         })
     }
+}
+
+/// Sends a request to the actor and waits for its answer; a gone actor
+/// means a stopped store.
+async fn ask<T>(
+    tx: &flume::Sender<Command>,
+    command: impl FnOnce(actor::Reply<T>) -> Command,
+) -> Result<T, Error> {
+    let (reply, answer) = oneshot::channel();
+    tx.send(command(reply)).map_err(|_| Error::stopped())?;
+    answer.await.map_err(|_| Error::stopped())?
 }
 
 /// A read-only view of a prefix: recovers the catalog without writing

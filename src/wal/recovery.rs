@@ -47,22 +47,7 @@ impl RecoveredObject {
     }
 
     pub(crate) fn indexed(&self) -> IndexedObject {
-        let h = self.tail.header();
-        IndexedObject {
-            sequence: h.sequence,
-            epoch: h.epoch,
-            link: h.link,
-            reclaim_boundary: h.reclaim_boundary,
-            size: self.size,
-            segments: self
-                .tail
-                .segments
-                .iter()
-                .filter(|s| s.region != format::RELEASE_REGION)
-                .copied()
-                .collect(),
-            releases: self.releases.clone(),
-        }
+        IndexedObject::from_tail(&self.tail, self.size, self.releases.clone())
     }
 }
 

@@ -86,21 +86,11 @@ impl Actor {
             let Some(mut sealed) = self.pipeline.pop_front() else {
                 return;
             };
-            let object = IndexedObject {
-                sequence: sealed.sequence,
-                epoch: self.epoch,
-                link: sealed.link,
-                reclaim_boundary: sealed.tail.header().reclaim_boundary,
-                size: sealed.bytes.len() as u64,
-                segments: sealed
-                    .tail
-                    .segments
-                    .iter()
-                    .filter(|s| s.region != format::RELEASE_REGION)
-                    .copied()
-                    .collect(),
-                releases: release_records(&sealed.releases),
-            };
+            let object = IndexedObject::from_tail(
+                &sealed.tail,
+                sealed.bytes.len() as u64,
+                release_records(&sealed.releases),
+            );
             if let Err(e) = self.catalog.insert(object) {
                 let reason = format!("the catalog refused a created object: {e}");
                 sealed.fail_waiters(&Error::Poisoned {

@@ -41,7 +41,7 @@ use tokio::time::Instant;
 use crate::catalog::Catalog;
 use crate::config::Config;
 use crate::error::Error;
-use crate::format::{Link, Tail, RELEASE_REGION};
+use crate::format::{Tail, RELEASE_REGION};
 use crate::metrics::StoreMetrics;
 use crate::storage::keys::Prefix;
 use crate::storage::Storage;
@@ -171,7 +171,6 @@ enum FlightState {
 /// A sealed batch in the pipeline.
 struct Sealed {
     sequence: u64,
-    link: Option<Link>,
     bytes: Bytes,
     tail: Tail,
     waiters: Vec<Waiter>,

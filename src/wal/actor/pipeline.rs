@@ -92,7 +92,6 @@ impl Actor {
         );
         self.pipeline.push_back(Sealed {
             sequence,
-            link,
             bytes,
             tail,
             waiters: open.waiters,
