@@ -176,7 +176,7 @@ pub(crate) async fn run_matrix(table: Vec<Row>, required: &[&str]) {
         "the matrix must hold exactly the required rows"
     );
     for (name, row) in table {
-        eprintln!("row: {name}");
+        tracing::info!(row = name, "failure matrix row");
         row().await;
     }
 }
