@@ -57,6 +57,96 @@ pub struct Config {
     pub max_inflight_creates: usize,
     /// Objects whose tails recovery reads at once.
     pub recovery_concurrency: usize,
+    /// Early seals per second: a batch that is not full is sealed as soon
+    /// as a create could start, while this budget has a token (timer seals
+    /// take a token too). `"auto"` (the default) is unlimited on backends
+    /// without a per-request price (a local directory, memory) and one per
+    /// `flush_interval` elsewhere; `"unlimited"`; `"off"` (only size and
+    /// timer seal: every durable append waits for the timer); or a number
+    /// per second. More early seals: lower latency for a light load, more
+    /// requests (on S3, more PUTs per second when the load is light).
+    pub early_seals: EarlySeals,
+    /// The first delay before a failed create or fence probe is repeated; it
+    /// doubles per failure up to `retry_max_delay`.
+    #[serde(with = "humantime_serde")]
+    pub retry_initial_delay: Duration,
+    /// The longest delay between repeats of a failed request.
+    #[serde(with = "humantime_serde")]
+    pub retry_max_delay: Duration,
+    /// Add a random part of up to one delay to each retry delay, so that
+    /// many stores failing together do not retry in step. Seeded per store
+    /// instance.
+    pub retry_jitter: bool,
+    /// Attempts a stop gives a failed create (and a durable-mode fence probe
+    /// its transient failures) before it gives up and reports `Lost`.
+    pub stop_attempts: u32,
+    /// A storage request that has not answered after this long fails with a
+    /// transient error (unset: no limit, the adapters' own timeouts apply).
+    #[serde(with = "humantime_serde")]
+    pub request_timeout: Option<Duration>,
+}
+
+/// The budget of early seals (see [`Config::early_seals`]).
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub enum EarlySeals {
+    /// Unlimited where requests cost nothing, one per `flush_interval` elsewhere.
+    #[default]
+    Auto,
+    /// Seal whenever a create could start.
+    Unlimited,
+    /// At most this many early seals per second.
+    PerSecond(f64),
+    /// No early seals: batches are sealed when full or by the timer.
+    Off,
+}
+
+impl EarlySeals {
+    /// The budget as a rate per second (`None`: unlimited, `Some(0.0)`: no
+    /// early seal) for a backend that `charges_per_request` or not.
+    pub(crate) fn rate(self, flush_interval: Duration, charges_per_request: bool) -> Option<f64> {
+        match self {
+            EarlySeals::Unlimited => None,
+            EarlySeals::PerSecond(rate) => Some(rate),
+            EarlySeals::Off => Some(0.0),
+            EarlySeals::Auto if charges_per_request => Some(1.0 / flush_interval.as_secs_f64()),
+            EarlySeals::Auto => None,
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for EarlySeals {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            Rate(f64),
+            Word(String),
+        }
+        match Raw::deserialize(d)? {
+            Raw::Rate(rate) => Ok(EarlySeals::PerSecond(rate)),
+            Raw::Word(w) => match w.trim() {
+                "auto" => Ok(EarlySeals::Auto),
+                "unlimited" => Ok(EarlySeals::Unlimited),
+                "off" => Ok(EarlySeals::Off),
+                other => other.parse::<f64>().map(EarlySeals::PerSecond).map_err(|_| {
+                    serde::de::Error::custom(format!(
+                        "invalid early_seals {other:?}: expected \"auto\", \"unlimited\", \"off\" or a number per second"
+                    ))
+                }),
+            },
+        }
+    }
+}
+
+impl serde::Serialize for EarlySeals {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            EarlySeals::Auto => s.serialize_str("auto"),
+            EarlySeals::Unlimited => s.serialize_str("unlimited"),
+            EarlySeals::Off => s.serialize_str("off"),
+            EarlySeals::PerSecond(rate) => s.serialize_f64(*rate),
+        }
+    }
 }
 
 impl Default for Config {
@@ -70,6 +160,12 @@ impl Default for Config {
             on_corrupted_segment: CorruptionPolicy::Skip,
             max_inflight_creates: 4,
             recovery_concurrency: 8,
+            early_seals: EarlySeals::Auto,
+            retry_initial_delay: Duration::from_millis(10),
+            retry_max_delay: Duration::from_secs(2),
+            retry_jitter: false,
+            stop_attempts: 5,
+            request_timeout: None,
         }
     }
 }
@@ -134,6 +230,42 @@ impl Config {
                 format!("{} is outside 1 ..= 1024", self.recovery_concurrency),
             );
         }
+        if let EarlySeals::PerSecond(rate) = self.early_seals {
+            if !(rate.is_finite() && rate > 0.0) {
+                return refuse(
+                    "early_seals",
+                    format!("{rate} is not a positive number of seals per second"),
+                );
+            }
+        }
+        if self.retry_initial_delay < Duration::from_millis(1)
+            || self.retry_initial_delay > self.retry_max_delay
+        {
+            return refuse(
+                "retry_initial_delay",
+                format!(
+                    "{:?} is outside 1ms ..= retry_max_delay ({:?})",
+                    self.retry_initial_delay, self.retry_max_delay
+                ),
+            );
+        }
+        if self.retry_max_delay > Duration::from_secs(3600) {
+            return refuse(
+                "retry_max_delay",
+                format!("{:?} is above one hour", self.retry_max_delay),
+            );
+        }
+        if !(1..=1000).contains(&self.stop_attempts) {
+            return refuse(
+                "stop_attempts",
+                format!("{} is outside 1 ..= 1000", self.stop_attempts),
+            );
+        }
+        if let Some(timeout) = self.request_timeout {
+            if timeout < Duration::from_millis(1) {
+                return refuse("request_timeout", format!("{timeout:?} is below 1ms"));
+            }
+        }
         Ok(())
     }
 }
@@ -191,6 +323,19 @@ mod tests {
         assert_eq!(c.on_corrupted_segment, CorruptionPolicy::Fail);
         let c: Config = serde_json::from_str(r#"{"max_batch_bytes":4096}"#).unwrap();
         assert_eq!(c.max_batch_bytes, 4096);
+        for (json, want) in [
+            (r#"{"early_seals":"auto"}"#, EarlySeals::Auto),
+            (r#"{"early_seals":"unlimited"}"#, EarlySeals::Unlimited),
+            (r#"{"early_seals":25}"#, EarlySeals::PerSecond(25.0)),
+            (r#"{"early_seals":"2.5"}"#, EarlySeals::PerSecond(2.5)),
+            (r#"{"early_seals":"off"}"#, EarlySeals::Off),
+        ] {
+            let c: Config = serde_json::from_str(json).unwrap();
+            assert_eq!(c.early_seals, want, "{json}");
+        }
+        assert!(serde_json::from_str::<Config>(r#"{"early_seals":"sometimes"}"#).is_err());
+        let c: Config = serde_json::from_str(r#"{"request_timeout":"2s"}"#).unwrap();
+        assert_eq!(c.request_timeout, Some(Duration::from_secs(2)));
     }
 
     #[test]
@@ -205,6 +350,11 @@ mod tests {
                 "max_unpersisted_bytes",
             ),
             (r#"{"max_unpersisted_age":"1ms"}"#, "max_unpersisted_age"),
+            (r#"{"early_seals":0}"#, "early_seals"),
+            (r#"{"retry_initial_delay":"0s"}"#, "retry_initial_delay"),
+            (r#"{"retry_initial_delay":"3s"}"#, "retry_initial_delay"),
+            (r#"{"stop_attempts":0}"#, "stop_attempts"),
+            (r#"{"request_timeout":"0s"}"#, "request_timeout"),
         ] {
             let c: Config = serde_json::from_str(json).unwrap();
             match c.validate() {

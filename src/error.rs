@@ -32,6 +32,22 @@ pub enum Error {
         reason: Arc<str>,
     },
 
+    /// A newer process opened this prefix (it claimed epoch `newer`; ours is
+    /// `ours`): this process acknowledges nothing more and refuses every
+    /// request but `stop`. It is also poisoned ([`Error::is_poisoned`]).
+    /// Stop it; do not reopen in a loop, or two processes keep fencing each
+    /// other.
+    #[error(
+        "the WAL is fenced: a newer process (epoch {newer}) opened this prefix; \
+         this process (epoch {ours}) acknowledges nothing more"
+    )]
+    Fenced {
+        /// This process's epoch.
+        ours: u64,
+        /// The newest epoch found (at least `ours + 1`).
+        newer: u64,
+    },
+
     /// The store is failing to create objects (enqueued mode). The backlog is
     /// kept and retried; this request was refused and may be repeated.
     #[error("the WAL is failing to persist its backlog, retry later: {reason}")]
@@ -129,6 +145,7 @@ impl Error {
             Error::Storage { source } => source.is_transient(),
             Error::Stopped { .. }
             | Error::Poisoned { .. }
+            | Error::Fenced { .. }
             | Error::RegionReleased { .. }
             | Error::InvalidArgument { .. }
             | Error::InvalidConfig { .. }
@@ -138,9 +155,16 @@ impl Error {
         }
     }
 
-    /// Whether this is the terminal error of a poisoned store.
+    /// Whether this is the terminal error of a poisoned store (a fenced
+    /// store is poisoned too).
     pub fn is_poisoned(&self) -> bool {
-        matches!(self, Error::Poisoned { .. })
+        matches!(self, Error::Poisoned { .. } | Error::Fenced { .. })
+    }
+
+    /// Whether a newer process took this prefix over: stop, do not restart
+    /// in a loop. Never decided from message text.
+    pub fn is_fenced(&self) -> bool {
+        matches!(self, Error::Fenced { .. })
     }
 
     /// Whether the store was stopped.
@@ -190,6 +214,12 @@ mod tests {
         assert!(!Error::Poisoned { reason: "x".into() }.is_retryable());
         assert!(!Error::stopped().is_retryable());
         assert!(!Error::RegionReleased { region: 3 }.is_retryable());
+        let fenced = Error::Fenced { ours: 2, newer: 3 };
+        assert!(fenced.is_fenced() && fenced.is_poisoned() && !fenced.is_retryable());
+        assert!(!Error::Poisoned {
+            reason: "fenced".into()
+        }
+        .is_fenced());
     }
 
     #[test]

@@ -286,6 +286,10 @@ impl ObjectStorage for FileStorage {
         let k = key.to_owned();
         self.blocking(key, move |inner| inner.delete(&k)).await
     }
+
+    fn charges_per_request(&self) -> bool {
+        false
+    }
 }
 
 /// Refuses keys that are not plain relative paths under the root, or that

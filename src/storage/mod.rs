@@ -26,6 +26,7 @@ mod object_store;
 #[cfg(feature = "opendal")]
 mod opendal;
 mod rooted;
+mod timeout;
 mod url;
 
 #[cfg(any(test, feature = "testing"))]
@@ -186,6 +187,15 @@ pub trait ObjectStorage: Send + Sync + fmt::Debug + 'static {
 
     /// Deletes `key`; deleting a missing key is `Ok`.
     async fn delete(&self, key: &str) -> Result<(), StorageError>;
+
+    /// Whether each request has a price (and a round trip) worth saving: a
+    /// remote object store. It sets the default budget of early seals
+    /// (`Config::early_seals`): unlimited where requests cost nothing, one
+    /// per flush interval elsewhere. Defaults to `true`; a local backend
+    /// says `false`.
+    fn charges_per_request(&self) -> bool {
+        true
+    }
 }
 
 /// A cheap-to-clone handle to any [`ObjectStorage`] backend.
@@ -232,6 +242,10 @@ impl ObjectStorage for Storage {
 
     async fn delete(&self, key: &str) -> Result<(), StorageError> {
         self.inner.delete(key).await
+    }
+
+    fn charges_per_request(&self) -> bool {
+        self.inner.charges_per_request()
     }
 }
 

@@ -29,8 +29,10 @@ mod batch;
 mod create;
 mod fence;
 mod policy;
+mod reach;
 mod reader;
 mod recovery;
+mod retry;
 
 use actor::{Actor, Command, Start};
 use reader::{Holes, ReadContext, SegmentPage, SegmentSource};
@@ -96,8 +98,25 @@ pub(crate) struct Launch {
     pub(crate) config: Config,
     pub(crate) epoch: u64,
     pub(crate) catalog: Catalog,
-    pub(crate) watermarks: HashMap<RegionId, EntryId>,
     pub(crate) next_sequence: u64,
+    /// A sequence present before a probe that missed every newer fence
+    /// (the start object): where reach starts.
+    pub(crate) verified: u64,
+}
+
+/// An entry id in the `sequence.position` notation `objwal inspect` prints.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct IdDisplay(pub(crate) EntryId);
+
+impl std::fmt::Display for IdDisplay {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{}.{}",
+            format::sequence_of(self.0),
+            format::position_of(self.0)
+        )
+    }
 }
 
 struct Handle {
@@ -138,9 +157,11 @@ impl Wal {
 
     async fn open_in(storage: Storage, prefix: Prefix, config: Config) -> Result<Wal, Error> {
         let started = Instant::now();
+        let storage = storage.with_request_timeout(config.request_timeout);
+        let retry = retry::RetryPolicy::new(&config, 0);
         // Claim the epoch before listing anything: an older process that
         // finds no fence when it acknowledges has its objects in our listing.
-        let mut epoch = fence::claim_epoch(&storage, &prefix, 0).await?;
+        let mut epoch = fence::claim_epoch(&storage, &prefix, 0, &retry).await?;
         let recovered = loop {
             let recovered =
                 recovery::recover(&storage, &prefix, config.recovery_concurrency).await?;
@@ -149,29 +170,32 @@ impl Wal {
             }
             // Objects written without fences (or by a foreign writer): claim
             // above them and list again.
-            epoch = fence::claim_epoch(&storage, &prefix, recovered.selection.max_epoch).await?;
+            epoch = fence::claim_epoch(&storage, &prefix, recovered.selection.max_epoch, &retry)
+                .await?;
         };
+        let listed = recovered.selection.max_sequence;
         let mut catalog = recovered.catalog;
-        let watermarks = release_watermarks(&catalog);
+        // Rule R1 (reach.rs) from the first create on: the listing is
+        // verified by a probe before the start object, the start object by a
+        // probe before any data. A newer process that claimed in between
+        // fences this one here.
+        fence::check_not_fenced(&storage, &prefix, epoch).await?;
         // Every object of epoch e lies at a sequence >= e (see
         // recovery::check_plausible), so the start object does too.
-        let first = (recovered.selection.max_sequence + 1).max(epoch);
+        let first = (listed + 1).max(epoch);
         let start = recovery::write_start_object(
             &storage,
             &prefix,
             epoch,
             first,
+            reach::Reach::new(epoch, listed),
             &mut catalog,
-            &watermarks,
         )
         .await?;
-        // An older process may still land up to FENCE_GAP objects after its
-        // last acknowledged one: the first data sequence lies beyond them.
-        let next_sequence = if epoch > 1 {
-            start + fence::FENCE_GAP
-        } else {
-            start + 1
-        };
+        fence::check_not_fenced(&storage, &prefix, epoch).await?;
+        // An older process may still land objects up to `listed + GAP`: the
+        // first data sequence lies beyond them.
+        let next_sequence = reach::first_data_sequence(epoch, listed, start);
         let metrics = StoreMetrics::new(prefix.as_str());
         metrics.recovery.record(started.elapsed().as_secs_f64());
         tracing::info!(
@@ -186,8 +210,8 @@ impl Wal {
             config,
             epoch,
             catalog,
-            watermarks,
             next_sequence,
+            verified: start,
         }))
     }
 
@@ -284,10 +308,19 @@ impl Wal {
     }
 
     /// Returns once every entry of `region` up to `id` is durable and
-    /// indexed (at once for ids that already are).
+    /// indexed (at once for ids that already are, also when collection has
+    /// deleted their object since). An id that was never handed out is an
+    /// `InvalidArgument`.
     pub async fn wait_durable(&self, region: RegionId, id: EntryId) -> Result<(), Error> {
         self.call(|reply| Command::WaitDurable { region, id, reply })
             .await
+    }
+
+    /// Seals the open batch now and returns once everything admitted before
+    /// this call is durable and indexed (in both ack modes): the barrier
+    /// before a planned shutdown or a checkpoint.
+    pub async fn flush(&self) -> Result<(), Error> {
+        self.call(|reply| Command::Flush { reply }).await
     }
 
     /// The corrupted segments of `region` that reads skipped.
@@ -295,7 +328,11 @@ impl Wal {
         self.handle.shared.holes.of(region)
     }
 
-    /// Stops the store. Idempotent: later calls return the first result.
+    /// Stops the store: seals and uploads everything admitted and
+    /// acknowledges it, in both ack modes, within `stop_attempts` repeats of
+    /// a failed create; what it gives up is reported as `Error::Lost`.
+    /// Idempotent: later calls return the first result. (Dropping every
+    /// handle instead is a crash: nothing more is created.)
     pub async fn stop(&self) -> Result<(), Error> {
         if let Some(result) = self.handle.shared.stop_result.get() {
             return result.clone();
@@ -311,11 +348,6 @@ impl Wal {
             other => other,
         }
     }
-}
-
-/// Watermarks seeded from the release records of the indexed objects.
-fn release_watermarks(catalog: &Catalog) -> HashMap<RegionId, EntryId> {
-    catalog.released().clone()
 }
 
 struct ActorSource {

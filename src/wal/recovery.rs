@@ -9,7 +9,7 @@
 //! still count. Structural damage of any object fails recovery, naming the
 //! key: nothing about such an object can be trusted.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
 use bytes::Bytes;
 use futures::{StreamExt, TryStreamExt};
@@ -21,7 +21,8 @@ use crate::format::{self, Header, Link, Object, ReleaseRecord, Tail, TailDecode}
 use crate::storage::keys::Prefix;
 use crate::storage::{ObjectStorage, Storage};
 use crate::wal::create::{create_object, CreateOutcome};
-use crate::{EntryId, RegionId};
+use crate::wal::fence;
+use crate::wal::reach::Reach;
 
 /// Bytes read at the end of each object: the trailer, a footer of about a
 /// thousand segments, and usually the release segment before it.
@@ -173,15 +174,16 @@ pub(crate) async fn read_tail(
 /// the listing (an older process's create that was in flight). When it
 /// continues the tip's chain it is adopted (indexed as the new tip: it may
 /// hold entries the older process acknowledged); otherwise it is an orphan.
-/// Either way the start object moves to the next sequence. An object of the
-/// same or a later epoch means another opener: recovery fails.
+/// Either way the start object moves to the next sequence (within `reach`,
+/// rule R1: past it, a probe first verifies the late object just met). An
+/// object of the same or a later epoch means another opener: recovery fails.
 pub(crate) async fn write_start_object(
     storage: &Storage,
     prefix: &Prefix,
     epoch: u64,
     first: u64,
+    mut reach: Reach,
     catalog: &mut Catalog,
-    watermarks: &HashMap<RegionId, EntryId>,
 ) -> Result<u64, Error> {
     let mut sequence = first;
     loop {
@@ -190,12 +192,20 @@ pub(crate) async fn write_start_object(
                 "no sequence is left for a start object: the prefix is exhausted",
             ));
         }
+        if !reach.allows(sequence) {
+            // Late objects filled the sequences up to here; the one below is
+            // present, and a probe that misses every newer fence verifies it.
+            fence::check_not_fenced(storage, prefix, epoch).await?;
+            reach.verify(sequence - 1);
+        }
         let link = catalog.tip().map(|t| Link {
             sequence: t.sequence,
             epoch: t.epoch,
         });
         let floor = catalog.tip().map_or(0, |t| t.reclaim_boundary);
-        let live = catalog.first_live_sequence(|r| watermarks.get(&r).copied().unwrap_or(0));
+        // Only release records count at open: the engine hands its
+        // watermarks in again after the open.
+        let live = catalog.first_live_sequence(|_| 0);
         let header = Header {
             sequence,
             epoch,

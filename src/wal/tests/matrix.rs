@@ -298,8 +298,8 @@ async fn catalog_rejects() {
         config: config(),
         epoch: 2,
         catalog,
-        watermarks: Default::default(),
         next_sequence: 2,
+        verified: 1,
     });
     let err = wal.append(vec![(1, b("a"))]).await.unwrap_err();
     assert!(
