@@ -5,10 +5,12 @@ pub mod catalog;
 pub mod config;
 pub mod error;
 pub mod format;
+pub mod id;
 pub mod metrics;
 pub mod storage;
 pub mod wal;
 
+pub use catalog::RegionInfo;
 pub use config::{AckMode, Config, CorruptionPolicy};
 pub use error::Error;
 pub use storage::{Created, ObjectMeta, ObjectStorage, Storage, StorageError};

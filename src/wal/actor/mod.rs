@@ -107,6 +107,10 @@ pub(crate) enum Command {
     Stop {
         reply: Reply<()>,
     },
+    /// What the log holds per region.
+    Regions {
+        reply: Reply<Vec<crate::catalog::RegionInfo>>,
+    },
 }
 
 /// Someone waiting for a batch to become durable and indexed.
@@ -417,6 +421,11 @@ impl Actor {
                 let _ = reply.send(Ok(self.was_deleted(sequence)));
             }
             Command::Stop { reply } => self.on_stop(reply),
+            Command::Regions { reply } => {
+                let _ = reply.send(Ok(self
+                    .catalog
+                    .region_infos(&self.watermarks, &self.released)));
+            }
         }
     }
 
