@@ -3,15 +3,9 @@
 use super::*;
 use crate::ObjectStorage;
 
+/// The message `from_url` refuses `url` with (it must name the URL).
 fn refused(url: &str) -> String {
-    match Storage::from_url(url) {
-        Ok(s) => panic!("{url} was accepted: {s:?}"),
-        Err(Error::InvalidArgument { message }) => {
-            assert!(message.contains(url), "{message} does not name {url}");
-            message
-        }
-        Err(e) => panic!("{url}: wrong error {e}"),
-    }
+    refused_with(url, &[])
 }
 
 #[test]
@@ -107,6 +101,7 @@ fn s3_urls_build_without_contacting_the_server() {
     assert!(s.is_ok(), "{s:?}");
 }
 
+/// The message `from_url_opts` refuses `url` and `options` with.
 fn refused_with(url: &str, options: &[(&str, &str)]) -> String {
     match Storage::from_url_opts(url, options.iter().copied()) {
         Ok(s) => panic!("{url} {options:?} was accepted: {s:?}"),
