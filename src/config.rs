@@ -60,8 +60,9 @@ pub struct Config {
     /// load objects are this large, so creates per second are the write
     /// rate divided by it (8 MiB: 128 PUTs per GiB written). A larger batch
     /// means fewer requests, but one object is one request body: it is held
-    /// in memory while created (up to `max_inflight_creates` of them) and
-    /// takes longer to upload, which every durable append in it waits for.
+    /// in memory until it is durable (`max_inflight_creates` of them are
+    /// uploaded at once) and takes longer to upload, which every durable
+    /// append in it waits for.
     #[serde(with = "sizes")]
     pub max_batch_bytes: u64,
     /// When `append` returns.
