@@ -80,6 +80,22 @@ pub enum Error {
         message: String,
     },
 
+    /// A configuration text, file or environment variable could not be
+    /// turned into a valid [`Config`](crate::Config) (`Config::from_file`,
+    /// `from_toml_str`, `from_env`): a syntax error, an unknown field or
+    /// variable, a value of the wrong kind, or a value `validate` refused.
+    #[error("invalid configuration{}: {message}", config_location(.file, .line, .field))]
+    Config {
+        /// The file, when the configuration came from one.
+        file: Option<std::path::PathBuf>,
+        /// The line (from 1) of the offending text, when known.
+        line: Option<usize>,
+        /// The offending field, or the environment variable, when known.
+        field: Option<String>,
+        /// What is wrong.
+        message: String,
+    },
+
     /// Stored bytes are damaged or are not an objwal object.
     #[error("corrupted object {key}: {source}")]
     Corrupted {
@@ -130,6 +146,28 @@ pub enum Error {
     },
 }
 
+fn config_location(
+    file: &Option<std::path::PathBuf>,
+    line: &Option<usize>,
+    field: &Option<String>,
+) -> String {
+    let mut parts = Vec::new();
+    if let Some(file) = file {
+        parts.push(file.display().to_string());
+    }
+    if let Some(line) = line {
+        parts.push(format!("line {line}"));
+    }
+    if let Some(field) = field {
+        parts.push(format!("field `{field}`"));
+    }
+    if parts.is_empty() {
+        String::new()
+    } else {
+        format!(" ({})", parts.join(", "))
+    }
+}
+
 fn suffix(detail: &Option<Arc<str>>) -> String {
     match detail {
         Some(d) => format!(": {d}"),
@@ -149,6 +187,7 @@ impl Error {
             | Error::RegionReleased { .. }
             | Error::InvalidArgument { .. }
             | Error::InvalidConfig { .. }
+            | Error::Config { .. }
             | Error::Corrupted { .. }
             | Error::Recovery { .. }
             | Error::Lost { .. } => false,

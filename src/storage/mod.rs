@@ -19,6 +19,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 
 mod file;
+#[doc(hidden)]
 pub mod keys;
 mod memory;
 #[cfg(feature = "object_store")]
@@ -36,8 +37,11 @@ pub mod fault;
 pub use self::object_store::ObjectStoreStorage;
 #[cfg(feature = "opendal")]
 pub use self::opendal::OpendalStorage;
-pub use file::{FileStorage, TEMP_MARKER};
+pub use file::FileStorage;
+#[doc(hidden)]
+pub use file::TEMP_MARKER;
 pub use memory::MemoryStorage;
+#[doc(hidden)]
 pub use rooted::Rooted;
 
 /// What a conditional create did.

@@ -1,7 +1,7 @@
 //! The log store: the public handle, its actor, the batch, the upload
 //! pipeline, recovery and the read path.
 //!
-//! A [`Wal`] is a cheap handle to one actor task ([`actor`]) that owns all
+//! A [`Wal`] is a cheap handle to one actor task (`actor`) that owns all
 //! mutable state. [`WalReader`] recovers the same catalog without writing,
 //! for tools and for replaying another node's log.
 
@@ -15,7 +15,7 @@ use tokio::sync::oneshot;
 use tokio::time::Instant;
 use tracing::Instrument;
 
-use crate::catalog::{Catalog, IndexedObject};
+use crate::catalog::{Catalog, IndexedObject, RegionInfo};
 use crate::config::Config;
 use crate::error::Error;
 use crate::format;
@@ -328,6 +328,18 @@ impl Wal {
         self.handle.shared.holes.of(region)
     }
 
+    /// What the log holds per region (see [`RegionInfo`]), in region order:
+    /// every region with an indexed segment or a release, with its first and
+    /// last indexed id, entries and bytes held, watermark and whether it is
+    /// released. Entries not yet in an indexed object are not counted.
+    ///
+    /// Answered by the actor, which owns the catalog: it fails with
+    /// [`Error::Stopped`] once the store is stopped, and still answers
+    /// when the store is poisoned.
+    pub async fn regions(&self) -> Result<Vec<RegionInfo>, Error> {
+        self.call(|reply| Command::Regions { reply }).await
+    }
+
     /// Stops the store: seals and uploads everything admitted and
     /// acknowledges it, in both ack modes, within `stop_attempts` repeats of
     /// a failed create; what it gives up is reported as `Error::Lost`.
@@ -442,9 +454,12 @@ impl WalReader {
         self.catalog.last_id(region)
     }
 
-    /// The regions with indexed segments, in id order.
-    pub fn regions(&self) -> Vec<RegionId> {
-        self.catalog.regions()
+    /// What the prefix holds per region (see [`RegionInfo`]), in region
+    /// order: every region with an indexed segment or an indexed release.
+    /// A reader knows no engine watermarks, so `watermark` is the
+    /// released-through id of released regions and 0 otherwise.
+    pub fn regions(&self) -> Vec<RegionInfo> {
+        self.catalog.region_infos(&HashMap::new(), &HashMap::new())
     }
 
     /// The indexed objects, by sequence.

@@ -5,6 +5,7 @@
 #[cfg(feature = "cli")]
 mod cli;
 mod common;
+mod embedding;
 mod engine_scenario;
 mod fencing;
 mod format_fixtures;

@@ -37,7 +37,10 @@ pub async fn run(prefix: &str, args: DumpArgs) -> CliResult {
     store::prefix(prefix)?;
     let storage = store::open(&args.url, true)?;
     let reader = WalReader::open(storage, prefix, Config::default()).await?;
-    let regions = reader.regions();
+    let regions: Vec<u64> = (reader.regions().iter())
+        .filter(|r| r.objects > 0)
+        .map(|r| r.region)
+        .collect();
     if !regions.contains(&args.region) {
         return Err(CliError::Usage(format!(
             "region {} has no entries under prefix {prefix} (regions: {})",

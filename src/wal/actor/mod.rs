@@ -115,6 +115,10 @@ pub(crate) enum Command {
     Stop {
         reply: Reply<()>,
     },
+    /// What the log holds per region.
+    Regions {
+        reply: Reply<Vec<crate::catalog::RegionInfo>>,
+    },
 }
 
 /// Someone waiting for a batch to become durable and indexed.
@@ -370,6 +374,10 @@ impl Actor {
                 let _ = reply.send(Ok(self.collector.was_deleted(sequence)));
             }
             Command::Stop { reply } => self.on_stop(reply),
+            Command::Regions { reply } => {
+                let (watermarks, released) = self.regions.tables();
+                let _ = reply.send(Ok(self.catalog.region_infos(watermarks, released)));
+            }
         }
     }
 

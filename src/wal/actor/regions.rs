@@ -97,6 +97,11 @@ impl Regions {
         self.watermark(region).max(self.released_through(region))
     }
 
+    /// The engine's watermarks and the releases, by region (for reports).
+    pub(super) fn tables(&self) -> (&HashMap<RegionId, EntryId>, &HashMap<RegionId, EntryId>) {
+        (&self.watermarks, &self.released)
+    }
+
     /// Records the largest ids of a batch that became durable and indexed.
     pub(super) fn mark_durable(&mut self, last_ids: &[(RegionId, EntryId)]) {
         for (region, id) in last_ids {
