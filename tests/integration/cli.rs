@@ -242,3 +242,40 @@ fn bench_runs_briefly_and_prints_its_figures() {
         assert!(out.contains(figure), "{figure:?} missing from:\n{out}");
     }
 }
+
+/// The binary reaches S3 (issue 13, item 1): a log the library wrote on the
+/// loopback S3-protocol server is inspected and verified over `s3://`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn inspect_reaches_a_log_on_the_s3_test_server() {
+    let endpoint = crate::common::s3_endpoint();
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    let store = format!(
+        "s3://{}/cli/{}-{nanos}?endpoint={endpoint}&region=us-east-1",
+        crate::common::S3_BUCKET,
+        std::process::id()
+    );
+    for (k, v) in crate::common::s3_credentials() {
+        std::env::set_var(k, v);
+    }
+    let wal = Wal::open(Storage::from_url(&store).unwrap(), "t", Config::default())
+        .await
+        .unwrap();
+    wal.append(vec![(4, b("on s3"))]).await.unwrap();
+    wal.stop().await.unwrap();
+    let o = tokio::task::spawn_blocking(move || {
+        Command::new(env!("CARGO_BIN_EXE_objwal"))
+            .args(["--prefix", "t", "inspect", &store])
+            .envs(crate::common::s3_credentials())
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    assert_exit(&o, 0);
+    let out = stdout(&o);
+    assert!(out.contains("r4: 1 2.1..2.1"), "{out}");
+    assert!(out.contains("0 damaged"), "{out}");
+}
