@@ -9,7 +9,7 @@ pub mod metrics;
 pub mod storage;
 pub mod wal;
 
-pub use config::{AckMode, Config, CorruptionPolicy};
+pub use config::{AckMode, Config, CorruptionPolicy, DamagePolicy};
 pub use error::Error;
 pub use storage::{Created, ObjectMeta, ObjectStorage, Storage, StorageError};
 pub use wal::{Entry, Hole, Wal, WalReader};

@@ -27,12 +27,15 @@ use crate::{EntryId, RegionId};
 mod actor;
 mod batch;
 mod create;
+pub mod damage;
 mod fence;
 mod policy;
+mod quarantine;
 mod reader;
 mod recovery;
 
 use actor::{Actor, Command, Start};
+use damage::{Damage, DamagedObject, UnreplayedObject};
 use reader::{Holes, ReadContext, SegmentPage, SegmentSource};
 
 /// One entry of a region.
@@ -67,6 +70,8 @@ pub(crate) struct Shared {
     /// Per region, the largest acknowledged id.
     latest: Mutex<HashMap<RegionId, EntryId>>,
     holes: Arc<Holes>,
+    /// What recovery left out of replay (its holes join the reads' holes).
+    damage: Arc<Damage>,
     stop_result: OnceLock<Result<(), Error>>,
 }
 
@@ -98,6 +103,8 @@ pub(crate) struct Launch {
     pub(crate) catalog: Catalog,
     pub(crate) watermarks: HashMap<RegionId, EntryId>,
     pub(crate) next_sequence: u64,
+    /// What recovery left out of replay.
+    pub(crate) damage: Arc<Damage>,
 }
 
 struct Handle {
@@ -142,8 +149,13 @@ impl Wal {
         // finds no fence when it acknowledges has its objects in our listing.
         let mut epoch = fence::claim_epoch(&storage, &prefix, 0).await?;
         let recovered = loop {
-            let recovered =
-                recovery::recover(&storage, &prefix, config.recovery_concurrency).await?;
+            let recovered = recovery::recover_with(
+                &storage,
+                &prefix,
+                config.recovery_concurrency,
+                config.on_damaged_object,
+            )
+            .await?;
             if recovered.selection.max_epoch < epoch {
                 break recovered;
             }
@@ -188,6 +200,7 @@ impl Wal {
             catalog,
             watermarks,
             next_sequence,
+            damage: Arc::new(recovered.damage),
         }))
     }
 
@@ -196,7 +209,11 @@ impl Wal {
         let metrics = StoreMetrics::new(launch.prefix.as_str());
         metrics.indexed_objects.set(launch.catalog.len() as f64);
         metrics.indexed_bytes.set(launch.catalog.bytes() as f64);
-        let shared = Arc::new(Shared::default());
+        set_damage_gauges(&metrics, &launch.damage);
+        let shared = Arc::new(Shared {
+            damage: launch.damage.clone(),
+            ..Shared::default()
+        });
         let acked: Vec<_> = launch
             .catalog
             .regions()
@@ -250,7 +267,12 @@ impl Wal {
         let source = Arc::new(ActorSource {
             tx: self.handle.tx.clone(),
         });
-        reader::read(source, self.handle.read.clone(), region, from)
+        let entries = reader::read(source, self.handle.read.clone(), region, from);
+        let policy = self.handle.read.policy;
+        self.handle
+            .shared
+            .damage
+            .guard(policy, region, from, entries)
     }
 
     /// Marks the entries of `region` up to `id` obsolete (flushed by the
@@ -290,9 +312,14 @@ impl Wal {
             .await
     }
 
-    /// The corrupted segments of `region` that reads skipped.
+    /// What `region` misses: the corrupted segments reads skipped, and the
+    /// entries of damaged objects recovery left out of replay (known from
+    /// the open on; see [`crate::DamagePolicy`]).
     pub fn holes(&self, region: RegionId) -> Vec<Hole> {
-        self.handle.shared.holes.of(region)
+        let shared = &self.handle.shared;
+        let mut holes = shared.damage.holes(region);
+        holes.extend(shared.holes.of(region));
+        holes
     }
 
     /// Stops the store. Idempotent: later calls return the first result.
@@ -311,6 +338,14 @@ impl Wal {
             other => other,
         }
     }
+}
+
+/// Publishes how many objects recovery left out of replay.
+fn set_damage_gauges(metrics: &StoreMetrics, damage: &Damage) {
+    metrics.quarantined_objects.set(damage.damaged.len() as f64);
+    metrics
+        .unreplayed_objects
+        .set(damage.unreplayed.len() as f64);
 }
 
 /// Watermarks seeded from the release records of the indexed objects.
@@ -365,6 +400,7 @@ pub struct WalReader {
     catalog: Arc<Catalog>,
     read: ReadContext,
     orphans: Arc<Vec<u64>>,
+    damage: Arc<Damage>,
 }
 
 impl std::fmt::Debug for WalReader {
@@ -381,12 +417,21 @@ impl WalReader {
     pub async fn open(storage: Storage, prefix: &str, config: Config) -> Result<WalReader, Error> {
         config.validate()?;
         let prefix = Prefix::new(prefix)?;
-        let recovered = recovery::recover(&storage, &prefix, config.recovery_concurrency).await?;
+        let recovered = recovery::recover_with(
+            &storage,
+            &prefix,
+            config.recovery_concurrency,
+            config.on_damaged_object,
+        )
+        .await?;
+        let metrics = StoreMetrics::new(prefix.as_str());
+        set_damage_gauges(&metrics, &recovered.damage);
         Ok(WalReader {
             catalog: Arc::new(recovered.catalog),
             orphans: Arc::new(recovered.selection.orphans),
+            damage: Arc::new(recovered.damage),
             read: ReadContext {
-                metrics: StoreMetrics::new(prefix.as_str()),
+                metrics,
                 storage,
                 prefix,
                 policy: config.on_corrupted_segment,
@@ -402,7 +447,8 @@ impl WalReader {
         region: RegionId,
         from: EntryId,
     ) -> impl Stream<Item = Result<Entry, Error>> + Send + 'static {
-        reader::read(self.catalog.clone(), self.read.clone(), region, from)
+        let entries = reader::read(self.catalog.clone(), self.read.clone(), region, from);
+        self.damage.guard(self.read.policy, region, from, entries)
     }
 
     /// The largest indexed entry id of `region`; 0 when it has none.
@@ -425,9 +471,27 @@ impl WalReader {
         &self.orphans
     }
 
-    /// Corrupted segments the reads of this reader skipped.
+    /// What `region` misses: the entries of damaged objects recovery left
+    /// out of replay, and the corrupted segments the reads of this reader
+    /// skipped.
     pub fn holes(&self, region: RegionId) -> Vec<Hole> {
-        self.read.holes.of(region)
+        let mut holes = self.damage.holes(region);
+        holes.extend(self.read.holes.of(region));
+        holes
+    }
+
+    /// The structurally damaged objects recovery left out of the chain (in
+    /// place, under `on_damaged_object = "quarantine"`, or moved under
+    /// `quarantine/` by `objwal repair`), by sequence.
+    pub fn damaged(&self) -> &[DamagedObject] {
+        &self.damage.damaged
+    }
+
+    /// The intact objects above the tip, holding entries or release
+    /// records, that recovery will not replay because their chain breaks
+    /// at a missing object, by sequence.
+    pub fn unreplayed(&self) -> &[UnreplayedObject] {
+        &self.damage.unreplayed
     }
 }
 

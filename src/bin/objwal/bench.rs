@@ -29,6 +29,7 @@ use tokio::time::Instant;
 
 use crate::bench_report::{self, Baseline, Round};
 use crate::counting::Counting;
+use crate::metrics_http;
 use crate::store::{self, AckModeArg};
 use crate::{CliError, CliResult};
 
@@ -65,12 +66,20 @@ pub struct BenchArgs {
     /// Conditional creates in flight (default: the library's).
     #[arg(long)]
     max_inflight_creates: Option<u64>,
+    /// Serve the metrics as Prometheus text at http://HOST:PORT/metrics
+    /// while the bench runs (port 0: a free port; printed first).
+    #[arg(long, value_name = "HOST:PORT")]
+    metrics_addr: Option<String>,
 }
 
 /// Runs the bench.
 pub async fn run(prefix: &str, args: BenchArgs) -> CliResult {
     store::prefix(prefix)?;
     let config = config(&args)?;
+    if let Some(addr) = &args.metrics_addr {
+        let bound = metrics_http::serve(addr).await?;
+        out!("metrics: http://{bound}/metrics");
+    }
     let storage = store::open(&args.store, false)?;
     let stamp = SystemTime::now()
         .duration_since(UNIX_EPOCH)

@@ -32,6 +32,7 @@ mod demo_check;
 mod demo_child;
 mod dump;
 mod inspect;
+mod metrics_http;
 mod payload;
 mod store;
 mod verify;

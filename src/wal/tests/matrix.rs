@@ -300,6 +300,7 @@ async fn catalog_rejects() {
         catalog,
         watermarks: Default::default(),
         next_sequence: 2,
+        damage: Default::default(),
     });
     let err = wal.append(vec![(1, b("a"))]).await.unwrap_err();
     assert!(
