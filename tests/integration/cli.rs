@@ -153,9 +153,36 @@ async fn inspect_verify_and_dump_show_what_the_library_wrote() {
         "--prefix", "t", "dump", &store, "--region", "1", "--from", &from,
     ]);
     assert!(!stdout(&o).contains("hello") && stdout(&o).contains("again"));
-    let o = objwal(&["--prefix", "t", "dump", &store, "--region", "1", "--raw"]);
+}
+
+/// `dump --raw` frames each entry (id u64 LE, length u32 LE, payload), so
+/// the payloads can be split again, whatever bytes they hold.
+#[tokio::test]
+async fn dump_raw_frames_each_entry_with_its_id_and_length() {
+    let dir = tempfile::tempdir().unwrap();
+    let again = written_store(dir.path()).await;
+    let o = objwal(&[
+        "--prefix",
+        "t",
+        "dump",
+        &url(dir.path()),
+        "--region",
+        "1",
+        "--raw",
+    ]);
     assert_exit(&o, 0);
-    assert_eq!(o.stdout, b"helloagain");
+    let mut frames = Vec::new();
+    let mut rest = o.stdout.as_slice();
+    while !rest.is_empty() {
+        let id = u64::from_le_bytes(rest[..8].try_into().unwrap());
+        let len = u32::from_le_bytes(rest[8..12].try_into().unwrap()) as usize;
+        frames.push((id, rest[12..12 + len].to_vec()));
+        rest = &rest[12 + len..];
+    }
+    assert_eq!(frames.len(), 2, "{frames:?}");
+    assert_eq!(frames[0].1, b"hello");
+    assert_eq!(frames[1], (again, b"again".to_vec()));
+    assert!(frames[0].0 < again);
 }
 
 #[tokio::test]
@@ -212,8 +239,32 @@ async fn bad_input_exits_2_with_a_clear_message() {
     }
 }
 
+/// The row `name` of bench's summary table: (bench, baseline, ratio).
+fn table_row(out: &str, name: &str) -> (String, String, String) {
+    let line = out
+        .lines()
+        .find(|l| l.starts_with(name))
+        .unwrap_or_else(|| panic!("no row {name:?} in:\n{out}"));
+    let cells: Vec<&str> = line[name.len()..].split_whitespace().collect();
+    assert_eq!(cells.len(), 3, "{line}");
+    (cells[0].into(), cells[1].into(), cells[2].into())
+}
+
+/// The `name` figure of the `baseline:` line (`p99 1.234 ms` gives "1.234").
+fn baseline_figure(out: &str, name: &str) -> String {
+    let line = out.lines().find(|l| l.starts_with("baseline:")).unwrap();
+    let after = line
+        .split_once(&format!(" {name} "))
+        .unwrap_or_else(|| panic!("{line}"))
+        .1;
+    after.split_whitespace().next().unwrap().to_owned()
+}
+
+/// The bench on a directory: its figures, the baseline's own percentiles in
+/// the baseline column (not p50 four times), ratios, and afterwards the
+/// directory as empty as it was (no objects, fences or folders left).
 #[test]
-fn bench_runs_briefly_and_prints_its_figures() {
+fn bench_prints_its_figures_and_leaves_the_store_as_it_found_it() {
     let dir = tempfile::tempdir().unwrap();
     let store = url(dir.path());
     let o = objwal(&[
@@ -241,6 +292,353 @@ fn bench_runs_briefly_and_prints_its_figures() {
     ] {
         assert!(out.contains(figure), "{figure:?} missing from:\n{out}");
     }
+    for (row, figure) in [
+        ("latency p50 ms", "p50"),
+        ("latency p90 ms", "p90"),
+        ("latency p99 ms", "p99"),
+        ("latency max ms", "max"),
+    ] {
+        let (_, base, ratio) = table_row(&out, row);
+        assert_eq!(base, baseline_figure(&out, figure), "{row}:\n{out}");
+        assert!(ratio.ends_with('x'), "{row}: {ratio}");
+    }
+    assert_eq!(table_row(&out, "median object bytes").2, "-");
+    let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
+    assert!(left.is_empty(), "the bench left {left:?}");
+}
+
+/// On memory:// the baseline costs next to nothing: no ratio is shown. A
+/// directory that does not exist is refused, not created.
+#[test]
+fn bench_shows_no_ratios_on_memory_and_never_creates_the_store_root() {
+    let o = objwal(&[
+        "bench",
+        "--store",
+        "memory://",
+        "--seconds",
+        "0.3",
+        "--rounds",
+        "1",
+    ]);
+    assert_exit(&o, 0);
+    let out = stdout(&o);
+    for row in ["MiB/s", "latency p50 ms", "latency max ms", "objects/s"] {
+        let (_, base, ratio) = table_row(&out, row);
+        assert_ne!(base, "-", "{row}: the baseline's own figure is shown");
+        assert_eq!(ratio, "-", "{row}:\n{out}");
+    }
+    assert!(out.contains("no ratios"), "{out}");
+
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("not-yet");
+    let o = objwal(&["bench", "--store", &url(&missing), "--seconds", "0.3"]);
+    assert_exit(&o, 2);
+    assert!(stderr(&o).contains("no such directory"), "{}", stderr(&o));
+    assert!(!missing.exists(), "the bench created the store root");
+}
+
+/// A mistyped or empty prefix names the prefixes that hold objects; a file
+/// where the store's directory should be is named as a file.
+#[tokio::test]
+async fn a_wrong_prefix_or_a_file_for_a_directory_is_said_plainly() {
+    let dir = tempfile::tempdir().unwrap();
+    written_store(dir.path()).await;
+    let store = url(dir.path());
+    for command in ["inspect", "verify", "repair"] {
+        let o = objwal(&["--prefix", "typo", command, &store]);
+        assert_exit(&o, 2);
+        let err = stderr(&o);
+        assert!(
+            err.contains("no objects under prefix \"typo\"")
+                && err.contains("prefixes with objects here: --prefix t"),
+            "{command}: {err}"
+        );
+    }
+    let o = objwal(&["--prefix", "typo", "dump", &store, "--region", "1"]);
+    assert_exit(&o, 2);
+    assert!(stderr(&o).contains("--prefix t"), "{}", stderr(&o));
+    let empty = tempfile::tempdir().unwrap();
+    let o = objwal(&["inspect", &url(empty.path())]);
+    assert_exit(&o, 2);
+    assert!(
+        stderr(&o).contains("the store holds no objwal log"),
+        "{}",
+        stderr(&o)
+    );
+
+    let file = dir.path().join("a-file");
+    std::fs::write(&file, "not a directory").unwrap();
+    for args in [
+        vec!["inspect", "FILE"],
+        vec!["verify", "FILE"],
+        vec!["bench", "--store", "FILE", "--seconds", "0.3"],
+        vec!["demo", "--store", "FILE"],
+    ] {
+        let file_url = url(&file);
+        let args: Vec<&str> = args
+            .iter()
+            .map(|a| if *a == "FILE" { file_url.as_str() } else { a })
+            .collect();
+        let o = objwal(&args);
+        assert_exit(&o, 2);
+        assert!(
+            stderr(&o).contains("is a file, not a directory"),
+            "{args:?}: {}",
+            stderr(&o)
+        );
+    }
+}
+
+/// A stray file among the objects: not an object key, so recovery ignores
+/// it; `inspect` and `verify` both call it foreign and neither calls the
+/// log damaged. Junk under an object key is damage to both, by name.
+#[tokio::test]
+async fn inspect_and_verify_agree_on_a_junk_file_among_the_objects() {
+    let dir = tempfile::tempdir().unwrap();
+    written_store(dir.path()).await;
+    let store = url(dir.path());
+    std::fs::write(
+        dir.path().join("t/objects/notes.txt"),
+        "an operator's notes",
+    )
+    .unwrap();
+    let inspect = objwal(&["--prefix", "t", "inspect", "--json", &store]);
+    assert_exit(&inspect, 0);
+    let json: serde_json::Value = serde_json::from_slice(&inspect.stdout).unwrap();
+    assert_eq!(json["damaged"], 0);
+    let states: Vec<&str> = json["objects"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|o| o["key"] == "t/objects/notes.txt")
+        .map(|o| o["state"].as_str().unwrap())
+        .collect();
+    assert_eq!(states, ["foreign"]);
+    let verify = objwal(&["--prefix", "t", "verify", &store]);
+    assert_exit(&verify, 0);
+    assert!(
+        stdout(&verify).contains("FOREIGN t/objects/notes.txt"),
+        "{}",
+        stdout(&verify)
+    );
+    assert!(
+        stdout(&verify).contains("0 damaged, 1 foreign"),
+        "{}",
+        stdout(&verify)
+    );
+
+    let junk = "t/objects/00000000000000000009.wal";
+    std::fs::write(dir.path().join(junk), "not an object").unwrap();
+    let inspect = objwal(&["--prefix", "t", "inspect", "--json", &store]);
+    assert_exit(&inspect, 1);
+    let json: serde_json::Value = serde_json::from_slice(&inspect.stdout).unwrap();
+    assert_eq!(json["damaged"], 1);
+    assert!(json["health"]
+        .as_str()
+        .unwrap()
+        .contains("damaged object(s) stop a default open: 9"));
+    let verify = objwal(&["--prefix", "t", "verify", &store]);
+    assert_exit(&verify, 1);
+    let out = stdout(&verify);
+    assert!(out.contains(&format!("DAMAGED {junk}")), "{out}");
+    assert!(out.contains("1 damaged, 1 foreign"), "{out}");
+}
+
+/// Copies a directory tree.
+fn copy_tree(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_tree(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), target).unwrap();
+        }
+    }
+}
+
+/// A demo's store, and the keys of its chain objects that hold entries.
+fn demo_store(dir: &Path, seed: &str) -> Vec<String> {
+    let store = url(dir);
+    assert_exit(
+        &objwal(&["demo", "--store", &store, "--seconds", "1", "--seed", seed]),
+        0,
+    );
+    let o = objwal(&["inspect", "--json", &store]);
+    assert_exit(&o, 0);
+    let json: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let keys: Vec<String> = json["objects"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|o| o["state"] == "chain" && !o["segments"].as_array().unwrap().is_empty())
+        .map(|o| o["key"].as_str().unwrap().to_owned())
+        .collect();
+    assert!(keys.len() >= 3, "a demo writes more objects than {keys:?}");
+    keys
+}
+
+/// A damaged copy of a demo store: `verify` and `inspect` name the object,
+/// `repair` says what it would do and changes nothing without `--yes`, then
+/// moves it under `quarantine/` (copy landed, original gone), after which
+/// the prefix opens with the default configuration, reports the holes, and
+/// every intact entry still replays.
+#[tokio::test]
+async fn repair_moves_a_damaged_object_aside_and_the_log_opens_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let original = dir.path().join("original");
+    let keys = demo_store(&original, "21");
+    let copy = dir.path().join("copy");
+    copy_tree(&original, &copy);
+    let store = url(&copy);
+    let key = &keys[keys.len() / 2];
+    let path = copy.join(key);
+    let mut bytes = std::fs::read(&path).unwrap();
+    let at = bytes.len() - 80 - 3; // in the footer, before the trailer
+    bytes[at] ^= 0xff;
+    std::fs::write(&path, &bytes).unwrap();
+
+    let verify = objwal(&["verify", &store]);
+    assert_exit(&verify, 1);
+    assert!(
+        stdout(&verify).contains(&format!("DAMAGED {key}")),
+        "{}",
+        stdout(&verify)
+    );
+    let inspect = objwal(&["inspect", &store]);
+    assert_exit(&inspect, 1);
+    let sequence: u64 = key.rsplit('/').next().unwrap()[..20].parse().unwrap();
+    assert!(
+        stdout(&inspect).contains(&format!(
+            "1 damaged object(s) stop a default open: {sequence}"
+        )),
+        "{}",
+        stdout(&inspect)
+    );
+    let opened = Wal::open(
+        Storage::new(FileStorage::open(&copy).unwrap()),
+        "objwal",
+        Config::default(),
+    )
+    .await;
+    assert!(opened.is_err(), "a default open refuses the damaged prefix");
+
+    let quarantined = format!("objwal/quarantine/{}", key.rsplit('/').next().unwrap());
+    let dry = objwal(&["repair", &store]);
+    assert_exit(&dry, 1);
+    let out = stdout(&dry);
+    assert!(
+        out.contains(&format!("quarantine {key} -> {quarantined}")),
+        "{out}"
+    );
+    assert!(
+        out.contains("held: unknown (its footer is unreadable"),
+        "{out}"
+    );
+    assert!(out.contains("dry run: nothing changed"), "{out}");
+    assert!(path.exists() && !copy.join(&quarantined).exists());
+
+    let repair = objwal(&["repair", &store, "--yes"]);
+    assert_exit(&repair, 0);
+    let out = stdout(&repair);
+    assert!(
+        out.contains(&format!("moved {key} -> {quarantined}")),
+        "{out}"
+    );
+    assert!(
+        out.contains("opens with the default configuration"),
+        "{out}"
+    );
+    assert!(!path.exists(), "the original is moved");
+    assert_eq!(std::fs::read(copy.join(&quarantined)).unwrap(), bytes);
+
+    for command in ["verify", "inspect"] {
+        let o = objwal(&[command, &store]);
+        assert_exit(&o, 0);
+        assert!(
+            stdout(&o).contains("moved aside under quarantine/"),
+            "{}",
+            stdout(&o)
+        );
+    }
+    // A default open now: every region misses the quarantined sequence and
+    // replays the rest of the original store's entries.
+    let storage = Storage::new(FileStorage::open(&copy).unwrap());
+    let reader = objwal::WalReader::open(storage, "objwal", Config::default())
+        .await
+        .unwrap();
+    let before = objwal::WalReader::open(
+        Storage::new(FileStorage::open(&original).unwrap()),
+        "objwal",
+        Config::default(),
+    )
+    .await
+    .unwrap();
+    for region in before.regions() {
+        let all = crate::common::payloads(&read_reader(&before, region).await);
+        let now = read_reader(&reader, region).await;
+        assert!(now
+            .iter()
+            .all(|e| objwal::format::sequence_of(e.id) != sequence));
+        assert!(now.len() <= all.len());
+        let holes = reader.holes(region);
+        assert_eq!(holes.len(), 1, "region {region}: {holes:?}");
+        assert_eq!(holes[0].sequence, sequence);
+    }
+}
+
+async fn read_reader(reader: &objwal::WalReader, region: u64) -> Vec<objwal::Entry> {
+    let mut stream = Box::pin(reader.read(region, 0));
+    let mut entries = Vec::new();
+    while let Some(e) = futures::StreamExt::next(&mut stream).await {
+        entries.push(e.unwrap());
+    }
+    entries
+}
+
+/// An object deleted by hand is never silent: recovery warns, naming the
+/// objects above the tip and what they hold; `inspect`'s health line names
+/// them; `verify` exits 1 listing each (issue 10, item 7).
+#[tokio::test]
+async fn an_object_deleted_by_hand_is_named_by_recovery_inspect_and_verify() {
+    let dir = tempfile::tempdir().unwrap();
+    let keys = demo_store(dir.path(), "22");
+    let store = url(dir.path());
+    let deleted = &keys[keys.len() / 2];
+    std::fs::remove_file(dir.path().join(deleted)).unwrap();
+    let above: Vec<&String> = keys.iter().filter(|k| *k > deleted).collect();
+    let sequence: u64 = deleted.rsplit('/').next().unwrap()[..20].parse().unwrap();
+
+    let inspect = objwal(&["inspect", &store]);
+    assert_exit(&inspect, 1);
+    let out = stdout(&inspect);
+    assert!(out.contains("above the tip hold"), "{out}");
+    assert!(
+        out.contains(&format!("the chain breaks at missing sequence {sequence}")),
+        "{out}"
+    );
+    let err = stderr(&inspect);
+    assert!(
+        err.contains("will not be replayed"),
+        "recovery warns:\n{err}"
+    );
+    for key in &above {
+        assert!(err.contains(key.as_str()), "{key} not named in:\n{err}");
+    }
+    let verify = objwal(&["verify", &store]);
+    assert_exit(&verify, 1);
+    let out = stdout(&verify);
+    for key in &above {
+        assert!(out.contains(&format!("UNREPLAYED {key}")), "{key}:\n{out}");
+    }
+    let repair = objwal(&["repair", &store]);
+    assert_exit(&repair, 1);
+    assert!(
+        stdout(&repair).contains("cannot repair"),
+        "{}",
+        stdout(&repair)
+    );
 }
 
 /// The binary reaches S3 (issue 13, item 1): a log the library wrote on the
