@@ -156,10 +156,16 @@ pub fn above_tip(selection: &Selection) -> Vec<u64> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn obj(sequence: u64, epoch: u64, link: Option<(u64, u64)>, boundary: u64) -> ObjectSummary {
+    /// A summary from plain numbers (also used by `wal::quarantine`'s tests).
+    pub(crate) fn obj(
+        sequence: u64,
+        epoch: u64,
+        link: Option<(u64, u64)>,
+        boundary: u64,
+    ) -> ObjectSummary {
         ObjectSummary {
             sequence,
             epoch,
@@ -168,7 +174,8 @@ mod tests {
         }
     }
 
-    fn map(objects: &[ObjectSummary]) -> BTreeMap<u64, ObjectSummary> {
+    /// Summaries keyed by sequence.
+    pub(crate) fn map(objects: &[ObjectSummary]) -> BTreeMap<u64, ObjectSummary> {
         objects.iter().map(|o| (o.sequence, *o)).collect()
     }
 

@@ -23,6 +23,7 @@ use futures::{Stream, StreamExt};
 use crate::config::CorruptionPolicy;
 use crate::error::Error;
 use crate::format::{self, FormatError, ReleaseRecord, SegmentIndex};
+use crate::metrics::StoreMetrics;
 use crate::storage::keys::Prefix;
 use crate::{EntryId, RegionId};
 
@@ -178,7 +179,29 @@ pub(crate) struct Damage {
     pub(crate) unreplayed: Vec<UnreplayedObject>,
 }
 
+impl super::WalReader {
+    /// The structurally damaged objects recovery left out of the chain (in
+    /// place, under `on_damaged_object = "quarantine"`, or moved under
+    /// `quarantine/` by `objwal repair`), by sequence.
+    pub fn damaged(&self) -> &[DamagedObject] {
+        &self.damage.damaged
+    }
+
+    /// The intact objects above the tip, holding entries or release
+    /// records, that recovery will not replay because their chain breaks
+    /// at a missing object, by sequence.
+    pub fn unreplayed(&self) -> &[UnreplayedObject] {
+        &self.damage.unreplayed
+    }
+}
+
 impl Damage {
+    /// Publishes how many objects recovery left out of replay.
+    pub(crate) fn set_gauges(&self, metrics: &StoreMetrics) {
+        metrics.quarantined_objects.set(self.damaged.len() as f64);
+        metrics.unreplayed_objects.set(self.unreplayed.len() as f64);
+    }
+
     /// The holes damaged objects leave in `region`, by sequence.
     pub(crate) fn holes(&self, region: RegionId) -> Vec<Hole> {
         self.damaged

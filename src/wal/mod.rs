@@ -35,7 +35,7 @@ mod reader;
 mod recovery;
 
 use actor::{Actor, Command, Start};
-use damage::{Damage, DamagedObject, UnreplayedObject};
+use damage::Damage;
 use reader::{Holes, ReadContext, SegmentPage, SegmentSource};
 
 /// One entry of a region.
@@ -149,13 +149,7 @@ impl Wal {
         // finds no fence when it acknowledges has its objects in our listing.
         let mut epoch = fence::claim_epoch(&storage, &prefix, 0).await?;
         let recovered = loop {
-            let recovered = recovery::recover_with(
-                &storage,
-                &prefix,
-                config.recovery_concurrency,
-                config.on_damaged_object,
-            )
-            .await?;
+            let recovered = recovery::recover_with(&storage, &prefix, &config).await?;
             if recovered.selection.max_epoch < epoch {
                 break recovered;
             }
@@ -209,7 +203,7 @@ impl Wal {
         let metrics = StoreMetrics::new(launch.prefix.as_str());
         metrics.indexed_objects.set(launch.catalog.len() as f64);
         metrics.indexed_bytes.set(launch.catalog.bytes() as f64);
-        set_damage_gauges(&metrics, &launch.damage);
+        launch.damage.set_gauges(&metrics);
         let shared = Arc::new(Shared {
             damage: launch.damage.clone(),
             ..Shared::default()
@@ -340,14 +334,6 @@ impl Wal {
     }
 }
 
-/// Publishes how many objects recovery left out of replay.
-fn set_damage_gauges(metrics: &StoreMetrics, damage: &Damage) {
-    metrics.quarantined_objects.set(damage.damaged.len() as f64);
-    metrics
-        .unreplayed_objects
-        .set(damage.unreplayed.len() as f64);
-}
-
 /// Watermarks seeded from the release records of the indexed objects.
 fn release_watermarks(catalog: &Catalog) -> HashMap<RegionId, EntryId> {
     catalog.released().clone()
@@ -417,15 +403,9 @@ impl WalReader {
     pub async fn open(storage: Storage, prefix: &str, config: Config) -> Result<WalReader, Error> {
         config.validate()?;
         let prefix = Prefix::new(prefix)?;
-        let recovered = recovery::recover_with(
-            &storage,
-            &prefix,
-            config.recovery_concurrency,
-            config.on_damaged_object,
-        )
-        .await?;
+        let recovered = recovery::recover_with(&storage, &prefix, &config).await?;
         let metrics = StoreMetrics::new(prefix.as_str());
-        set_damage_gauges(&metrics, &recovered.damage);
+        recovered.damage.set_gauges(&metrics);
         Ok(WalReader {
             catalog: Arc::new(recovered.catalog),
             orphans: Arc::new(recovered.selection.orphans),
@@ -478,20 +458,6 @@ impl WalReader {
         let mut holes = self.damage.holes(region);
         holes.extend(self.read.holes.of(region));
         holes
-    }
-
-    /// The structurally damaged objects recovery left out of the chain (in
-    /// place, under `on_damaged_object = "quarantine"`, or moved under
-    /// `quarantine/` by `objwal repair`), by sequence.
-    pub fn damaged(&self) -> &[DamagedObject] {
-        &self.damage.damaged
-    }
-
-    /// The intact objects above the tip, holding entries or release
-    /// records, that recovery will not replay because their chain breaks
-    /// at a missing object, by sequence.
-    pub fn unreplayed(&self) -> &[UnreplayedObject] {
-        &self.damage.unreplayed
     }
 }
 

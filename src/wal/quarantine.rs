@@ -324,19 +324,7 @@ fn broken_at(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn obj(sequence: u64, epoch: u64, link: Option<(u64, u64)>, boundary: u64) -> ObjectSummary {
-        ObjectSummary {
-            sequence,
-            epoch,
-            link: link.map(|(sequence, epoch)| Link { sequence, epoch }),
-            reclaim_boundary: boundary,
-        }
-    }
-
-    fn map(objects: &[ObjectSummary]) -> BTreeMap<u64, ObjectSummary> {
-        objects.iter().map(|o| (o.sequence, *o)).collect()
-    }
+    use crate::catalog::chain::tests::{map, obj};
 
     #[test]
     fn a_bridge_takes_the_linkers_epoch_and_the_nearest_lower_object() {

@@ -19,7 +19,7 @@ use futures::{StreamExt, TryStreamExt};
 
 use crate::catalog::chain::{ObjectSummary, Selection};
 use crate::catalog::{Catalog, IndexedObject};
-use crate::config::DamagePolicy;
+use crate::config::{Config, DamagePolicy};
 use crate::error::Error;
 use crate::format::{self, Header, Link, Object, ReleaseRecord, Tail, TailDecode};
 use crate::storage::keys::Prefix;
@@ -77,12 +77,19 @@ pub(crate) async fn recover(
     prefix: &Prefix,
     concurrency: usize,
 ) -> Result<Recovered, Error> {
-    recover_with(storage, prefix, concurrency, DamagePolicy::Fail).await
+    let config = Config {
+        recovery_concurrency: concurrency,
+        on_damaged_object: DamagePolicy::Fail,
+        ..Config::default()
+    };
+    recover_with(storage, prefix, &config).await
 }
 
 /// Lists `prefix` and rebuilds its catalog. Writes nothing.
 ///
-/// A structurally damaged object under `objects/` fails recovery under
+/// `config` gives the tail reads in flight (`recovery_concurrency`) and
+/// what a damaged object does (`on_damaged_object`). A structurally
+/// damaged object under `objects/` fails recovery under
 /// [`DamagePolicy::Fail`]; under [`DamagePolicy::Quarantine`] it is left
 /// out of replay ([`super::quarantine`]). Objects `objwal repair` moved
 /// under `quarantine/` are left out under either policy: the operator
@@ -92,9 +99,9 @@ pub(crate) async fn recover(
 pub(crate) async fn recover_with(
     storage: &Storage,
     prefix: &Prefix,
-    concurrency: usize,
-    policy: DamagePolicy,
+    config: &Config,
 ) -> Result<Recovered, Error> {
+    let (concurrency, policy) = (config.recovery_concurrency, config.on_damaged_object);
     let listed = storage.list(&prefix.objects_prefix()).await?;
     let mut keyed = Vec::with_capacity(listed.len());
     for meta in listed {
