@@ -49,7 +49,9 @@ pub struct Entry {
     pub data: Bytes,
 }
 
-/// A corrupted segment a read skipped under `CorruptionPolicy::Skip`.
+/// Entries a region misses: a corrupted segment a read skipped under
+/// `CorruptionPolicy::Skip`, or what a damaged object that recovery left
+/// out of replay held (see [`crate::DamagePolicy`] and [`damage`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Hole {
     /// The region whose entries are missing.

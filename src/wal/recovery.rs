@@ -204,6 +204,8 @@ fn warn(damage: &Damage) {
         if d.missing {
             tracing::warn!(key = %d.key, reason = %d.reason, held = %d.held(),
                 "a damaged object is left out of replay: its entries are holes");
+        } else if d.quarantined {
+            tracing::debug!(key = %d.key, "a quarantined object no longer matters to replay");
         } else {
             tracing::warn!(key = %d.key, reason = %d.reason,
                 "a damaged object off the chain (an orphan, or garbage below the boundary)");

@@ -109,3 +109,24 @@ async fn inspect_and_verify_agree_on_a_junk_file_among_the_objects() {
     assert!(out.contains(&format!("DAMAGED {junk}")), "{out}");
     assert!(out.contains("1 damaged, 1 foreign"), "{out}");
 }
+
+/// `dump --raw` writes binary frames, so it refuses a terminal for stdout
+/// (run under `script`, from util-linux, which gives the command a pty).
+#[tokio::test]
+async fn dump_raw_refuses_to_write_frames_to_a_terminal() {
+    let dir = tempfile::tempdir().unwrap();
+    written_store(dir.path()).await;
+    let command = format!(
+        "{} --prefix t dump {} --region 1 --raw",
+        env!("CARGO_BIN_EXE_objwal"),
+        url(dir.path())
+    );
+    let o = std::process::Command::new("script")
+        .args(["-qec", &command, "/dev/null"])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("script (util-linux) runs");
+    assert_exit(&o, 2);
+    assert!(stdout(&o).contains("redirect stdout"), "{}", stdout(&o));
+    assert!(!stdout(&o).contains("hello"), "{}", stdout(&o));
+}

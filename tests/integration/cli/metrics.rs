@@ -123,3 +123,54 @@ fn the_demo_serves_metrics_to_a_scrape_while_it_runs() {
     assert!(status.success(), "{rest}\n{err}");
     assert!(rest.contains("verdict:      OK"), "{rest}");
 }
+
+/// `objwal bench --metrics-addr` serves the bench's own store metrics while
+/// it runs; the address is its first line.
+#[test]
+fn the_bench_serves_metrics_to_a_scrape_while_it_runs() {
+    let mut bench = Command::new(env!("CARGO_BIN_EXE_objwal"))
+        .args([
+            "bench",
+            "--store",
+            "memory://",
+            "--seconds",
+            "3",
+            "--rounds",
+            "1",
+        ])
+        .args(["--metrics-addr", "127.0.0.1:0"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = std::io::BufReader::new(bench.stdout.take().unwrap());
+    let line = line_starting_with(&mut out, "metrics: http://");
+    let addr = line
+        .trim()
+        .strip_prefix("metrics: http://")
+        .and_then(|u| u.strip_suffix("/metrics"))
+        .unwrap_or_else(|| panic!("{line}"))
+        .to_owned();
+    // The round appends for 3 s; its first objects land within milliseconds.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
+    let body = loop {
+        let (status, body) = http_get(&addr, "/metrics");
+        assert_eq!(status, "HTTP/1.1 200 OK", "{body}");
+        if body.contains("objwal_created_objects_total{prefix=\"objwal/bench-") {
+            break body;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no created object counted within 2 s:\n{body}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    assert!(
+        body.contains("# TYPE objwal_append_ack_seconds summary"),
+        "{body}"
+    );
+    let status = bench.wait().unwrap();
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut bench.stderr.take().unwrap(), &mut err).unwrap();
+    assert!(status.success(), "{err}");
+}
