@@ -48,7 +48,7 @@ pub enum DamagePolicy {
     /// when the footer is unreadable, for every region; each is logged.
     /// Collection may later delete it with the garbage below the reclaim
     /// boundary; `objwal repair` moves it aside instead, where nothing
-    /// deletes it (rfcs/0003, "A damaged log").
+    /// deletes it (rfcs/0003, "Operating a damaged log").
     Quarantine,
 }
 

@@ -51,8 +51,8 @@ pub const RECOVERY_SECONDS: &str = "objwal_recovery_seconds";
 pub const READ_SECONDS: &str = "objwal_read_seconds";
 /// Time an append waited for the backlog to shrink.
 pub const STALL_SECONDS: &str = "objwal_stall_seconds";
-/// Damaged objects recovery left out of the chain at open (quarantined, by
-/// `on_damaged_object = "quarantine"` or by `objwal repair`).
+/// Damaged objects recovery left out of replay at open (in place under
+/// `on_damaged_object = "quarantine"`, or moved aside by `objwal repair`).
 pub const QUARANTINED_OBJECTS: &str = "objwal_quarantined_objects";
 /// Objects above the tip, holding entries or release records, that recovery
 /// did not replay at open (their chain is broken by a missing object).
@@ -115,7 +115,7 @@ pub fn describe() {
     );
     describe_gauge!(
         QUARANTINED_OBJECTS,
-        "damaged objects left out of the chain at open"
+        "damaged objects recovery left out of replay at open"
     );
     describe_gauge!(
         UNREPLAYED_OBJECTS,

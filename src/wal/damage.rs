@@ -180,7 +180,7 @@ pub(crate) struct Damage {
 }
 
 impl super::WalReader {
-    /// The structurally damaged objects recovery left out of the chain (in
+    /// The structurally damaged objects recovery left out of replay (in
     /// place, under `on_damaged_object = "quarantine"`, or moved under
     /// `quarantine/` by `objwal repair`), by sequence.
     pub fn damaged(&self) -> &[DamagedObject] {
@@ -267,7 +267,7 @@ fn hole_error(hole: &Hole) -> Error {
             "object",
             0,
             format!(
-                "this damaged object was left out of the chain at open; region {} misses \
+                "this damaged object was left out of replay at open; region {} misses \
                  ids {}..={} here (on_corrupted_segment = \"fail\")",
                 hole.region, hole.first_id, hole.last_id
             ),

@@ -1,7 +1,7 @@
 //! The log store: the public handle, its actor, the batch, the upload
 //! pipeline, recovery and the read path.
 //!
-//! A [`Wal`] is a cheap handle to one actor task ([`actor`]) that owns all
+//! A [`Wal`] is a cheap handle to one actor task (`actor`) that owns all
 //! mutable state. [`WalReader`] recovers the same catalog without writing,
 //! for tools and for replaying another node's log.
 
