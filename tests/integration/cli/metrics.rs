@@ -62,6 +62,64 @@ fn http_get(addr: &str, path: &str) -> (String, String) {
     (status, body.to_owned())
 }
 
+/// Starts `objwal ARGS --metrics-addr 127.0.0.1:0` and reads its stdout up
+/// to the `metrics:` line: the process, the rest of its stdout, and the
+/// bound `HOST:PORT`.
+fn serving(
+    args: &[&str],
+) -> (
+    std::process::Child,
+    std::io::BufReader<std::process::ChildStdout>,
+    String,
+) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_objwal"))
+        .args(args)
+        .args(["--metrics-addr", "127.0.0.1:0"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
+    let line = line_starting_with(&mut out, "metrics:");
+    let addr = line
+        .split_whitespace()
+        .nth(1)
+        .and_then(|u| u.strip_prefix("http://"))
+        .and_then(|u| u.strip_suffix("/metrics"))
+        .unwrap_or_else(|| panic!("{line}"))
+        .to_owned();
+    (child, out, addr)
+}
+
+/// Scrapes `addr` until the text holds `needle`; fails after `within`.
+fn scrape_until(addr: &str, needle: &str, within: std::time::Duration) -> String {
+    let deadline = std::time::Instant::now() + within;
+    loop {
+        let (status, body) = http_get(addr, "/metrics");
+        assert_eq!(status, "HTTP/1.1 200 OK", "{body}");
+        if body.contains(needle) {
+            return body;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{needle:?} not scraped within {within:?}:\n{body}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+/// Waits for the process and asserts it succeeded; returns the rest of
+/// its stdout.
+fn succeeded(mut child: std::process::Child, mut out: impl std::io::Read) -> String {
+    let mut rest = String::new();
+    out.read_to_string(&mut rest).unwrap();
+    let status = child.wait().unwrap();
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+    assert!(status.success(), "{rest}\n{err}");
+    rest
+}
+
 /// `objwal demo --metrics-addr 127.0.0.1:0` serves the writer's metrics as
 /// Prometheus text while it runs: the `metrics:` line names the bound
 /// address once the writer has opened its store, and a scrape finds every
@@ -71,39 +129,15 @@ fn http_get(addr: &str, path: &str) -> (String, String) {
 fn the_demo_serves_metrics_to_a_scrape_while_it_runs() {
     let dir = tempfile::tempdir().unwrap();
     let store = url(dir.path());
-    let mut demo = Command::new(env!("CARGO_BIN_EXE_objwal"))
-        .args(["demo", "--store", &store, "--seconds", "3", "--seed", "5"])
-        .args(["--metrics-addr", "127.0.0.1:0"])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut out = std::io::BufReader::new(demo.stdout.take().unwrap());
-    let line = line_starting_with(&mut out, "metrics:");
-    let url = line
-        .split_whitespace()
-        .nth(1)
-        .unwrap_or_else(|| panic!("{line}"));
-    let addr = url
-        .strip_prefix("http://")
-        .and_then(|u| u.strip_suffix("/metrics"))
-        .unwrap_or_else(|| panic!("{line}"));
+    let (demo, out, addr) = serving(&["demo", "--store", &store, "--seconds", "3", "--seed", "5"]);
     // The writer appends from its first moment; its first objects land
     // within a few flush intervals (10 ms). The kill comes 1.2 s at the
     // earliest: poll for the first created object well before that.
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(1);
-    let body = loop {
-        let (status, body) = http_get(addr, "/metrics");
-        assert_eq!(status, "HTTP/1.1 200 OK", "{body}");
-        if body.contains("objwal_created_objects_total{prefix=\"objwal\"}") {
-            break body;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "no created object counted within 1 s:\n{body}"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    };
+    let body = scrape_until(
+        &addr,
+        "objwal_created_objects_total{prefix=\"objwal\"}",
+        std::time::Duration::from_secs(1),
+    );
     for needle in [
         "# TYPE objwal_created_objects_total counter",
         "# HELP objwal_created_objects_total objects created and made durable",
@@ -113,14 +147,9 @@ fn the_demo_serves_metrics_to_a_scrape_while_it_runs() {
     ] {
         assert!(body.contains(needle), "{needle:?} missing from:\n{body}");
     }
-    let (status, _) = http_get(addr, "/nothing-here");
+    let (status, _) = http_get(&addr, "/nothing-here");
     assert_eq!(status, "HTTP/1.1 404 Not Found");
-    let mut rest = String::new();
-    std::io::Read::read_to_string(&mut out, &mut rest).unwrap();
-    let status = demo.wait().unwrap();
-    let mut err = String::new();
-    std::io::Read::read_to_string(&mut demo.stderr.take().unwrap(), &mut err).unwrap();
-    assert!(status.success(), "{rest}\n{err}");
+    let rest = succeeded(demo, out);
     assert!(rest.contains("verdict:      OK"), "{rest}");
 }
 
@@ -128,49 +157,25 @@ fn the_demo_serves_metrics_to_a_scrape_while_it_runs() {
 /// it runs; the address is its first line.
 #[test]
 fn the_bench_serves_metrics_to_a_scrape_while_it_runs() {
-    let mut bench = Command::new(env!("CARGO_BIN_EXE_objwal"))
-        .args([
-            "bench",
-            "--store",
-            "memory://",
-            "--seconds",
-            "3",
-            "--rounds",
-            "1",
-        ])
-        .args(["--metrics-addr", "127.0.0.1:0"])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut out = std::io::BufReader::new(bench.stdout.take().unwrap());
-    let line = line_starting_with(&mut out, "metrics: http://");
-    let addr = line
-        .trim()
-        .strip_prefix("metrics: http://")
-        .and_then(|u| u.strip_suffix("/metrics"))
-        .unwrap_or_else(|| panic!("{line}"))
-        .to_owned();
+    let args = [
+        "bench",
+        "--store",
+        "memory://",
+        "--seconds",
+        "3",
+        "--rounds",
+        "1",
+    ];
+    let (bench, out, addr) = serving(&args);
     // The round appends for 3 s; its first objects land within milliseconds.
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
-    let body = loop {
-        let (status, body) = http_get(&addr, "/metrics");
-        assert_eq!(status, "HTTP/1.1 200 OK", "{body}");
-        if body.contains("objwal_created_objects_total{prefix=\"objwal/bench-") {
-            break body;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "no created object counted within 2 s:\n{body}"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    };
+    let body = scrape_until(
+        &addr,
+        "objwal_created_objects_total{prefix=\"objwal/bench-",
+        std::time::Duration::from_secs(2),
+    );
     assert!(
         body.contains("# TYPE objwal_append_ack_seconds summary"),
         "{body}"
     );
-    let status = bench.wait().unwrap();
-    let mut err = String::new();
-    std::io::Read::read_to_string(&mut bench.stderr.take().unwrap(), &mut err).unwrap();
-    assert!(status.success(), "{err}");
+    succeeded(bench, out);
 }
