@@ -39,6 +39,26 @@ pub enum CorruptionPolicy {
     Fail,
 }
 
+/// What opening a prefix does with a structurally damaged object (a
+/// trailer, footer or release segment that does not decode, an implausible
+/// epoch, a sequence that is not its key's).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DamagePolicy {
+    /// Fail the open, naming the object: nothing about it can be trusted,
+    /// and an operator should look before anything is given up.
+    #[default]
+    Fail,
+    /// Open without it: the object is left out of replay (it still links
+    /// the chain when its header or a successor's link says where it
+    /// stands) and recorded as holes, for the regions its footer names or,
+    /// when the footer is unreadable, for every region; each is logged.
+    /// Collection may later delete it with the garbage below the reclaim
+    /// boundary; `objwal repair` moves it aside instead, where nothing
+    /// deletes it (rfcs/0003, "Operating a damaged log").
+    Quarantine,
+}
+
 /// The store's configuration. Every field has a default.
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
@@ -144,6 +164,8 @@ pub struct Config {
     /// ones.
     #[serde(with = "optional_duration")]
     pub request_timeout: Option<Duration>,
+    /// What opening does with a structurally damaged object.
+    pub on_damaged_object: DamagePolicy,
 }
 
 /// The budget of early seals (see [`Config::early_seals`]).
@@ -226,6 +248,7 @@ impl Default for Config {
             retry_jitter: false,
             stop_attempts: 5,
             request_timeout: None,
+            on_damaged_object: DamagePolicy::Fail,
         }
     }
 }
@@ -440,6 +463,10 @@ mod tests {
         assert_eq!(c.max_unpersisted_age, Duration::from_secs(8));
         assert_eq!(c.max_inflight_creates, 4);
         assert_eq!(c.recovery_concurrency, 8);
+        assert_eq!(c.on_damaged_object, DamagePolicy::Fail);
+        let c: Config = serde_json::from_str(r#"{"on_damaged_object":"quarantine"}"#).unwrap();
+        assert_eq!(c.on_damaged_object, DamagePolicy::Quarantine);
+        assert!(serde_json::from_str::<Config>(r#"{"on_damaged_object":"skip"}"#).is_err());
     }
 
     #[test]

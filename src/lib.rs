@@ -238,7 +238,7 @@ pub mod storage;
 pub mod wal;
 
 pub use catalog::{IndexedObject, RegionInfo};
-pub use config::{AckMode, Config, CorruptionPolicy, EarlySeals};
+pub use config::{AckMode, Config, CorruptionPolicy, DamagePolicy, EarlySeals};
 pub use error::Error;
 pub use storage::{Created, ObjectMeta, ObjectStorage, Storage, StorageError};
 pub use wal::{Entry, Hole, Wal, WalReader};

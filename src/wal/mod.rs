@@ -27,14 +27,17 @@ use crate::{EntryId, RegionId};
 mod actor;
 mod batch;
 mod create;
+pub mod damage;
 mod fence;
 mod policy;
+mod quarantine;
 mod reach;
 mod reader;
 mod recovery;
 mod retry;
 
 use actor::{Actor, Command, Start};
+use damage::Damage;
 use reader::{Holes, ReadContext, SegmentPage, SegmentSource};
 
 /// One entry of a region.
@@ -48,7 +51,9 @@ pub struct Entry {
     pub data: Bytes,
 }
 
-/// A corrupted segment a read skipped under `CorruptionPolicy::Skip`.
+/// Entries a region misses: a corrupted segment a read skipped under
+/// `CorruptionPolicy::Skip`, or what a damaged object that recovery left
+/// out of replay held (see [`crate::DamagePolicy`] and [`damage`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Hole {
     /// The region whose entries are missing.
@@ -69,6 +74,8 @@ pub(crate) struct Shared {
     /// Per region, the largest acknowledged id.
     latest: Mutex<HashMap<RegionId, EntryId>>,
     holes: Arc<Holes>,
+    /// What recovery left out of replay (its holes join the reads' holes).
+    damage: Arc<Damage>,
     stop_result: OnceLock<Result<(), Error>>,
 }
 
@@ -102,21 +109,8 @@ pub(crate) struct Launch {
     /// A sequence present before a probe that missed every newer fence
     /// (the start object): where reach starts.
     pub(crate) verified: u64,
-}
-
-/// An entry id in the `sequence.position` notation `objwal inspect` prints.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct IdDisplay(pub(crate) EntryId);
-
-impl std::fmt::Display for IdDisplay {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "{}.{}",
-            format::sequence_of(self.0),
-            format::position_of(self.0)
-        )
-    }
+    /// What recovery left out of replay.
+    pub(crate) damage: Arc<Damage>,
 }
 
 struct Handle {
@@ -163,8 +157,7 @@ impl Wal {
         // finds no fence when it acknowledges has its objects in our listing.
         let mut epoch = fence::claim_epoch(&storage, &prefix, 0, &retry).await?;
         let recovered = loop {
-            let recovered =
-                recovery::recover(&storage, &prefix, config.recovery_concurrency).await?;
+            let recovered = recovery::recover_with(&storage, &prefix, &config).await?;
             if recovered.selection.max_epoch < epoch {
                 break recovered;
             }
@@ -212,6 +205,7 @@ impl Wal {
             catalog,
             next_sequence,
             verified: start,
+            damage: Arc::new(recovered.damage),
         }))
     }
 
@@ -220,7 +214,11 @@ impl Wal {
         let metrics = StoreMetrics::new(launch.prefix.as_str());
         metrics.indexed_objects.set(launch.catalog.len() as f64);
         metrics.indexed_bytes.set(launch.catalog.bytes() as f64);
-        let shared = Arc::new(Shared::default());
+        launch.damage.set_gauges(&metrics);
+        let shared = Arc::new(Shared {
+            damage: launch.damage.clone(),
+            ..Shared::default()
+        });
         let acked: Vec<_> = launch
             .catalog
             .regions()
@@ -274,7 +272,12 @@ impl Wal {
         let source = Arc::new(ActorSource {
             tx: self.handle.tx.clone(),
         });
-        reader::read(source, self.handle.read.clone(), region, from)
+        let entries = reader::read(source, self.handle.read.clone(), region, from);
+        let policy = self.handle.read.policy;
+        self.handle
+            .shared
+            .damage
+            .guard(policy, region, from, entries)
     }
 
     /// Marks the entries of `region` up to `id` obsolete (flushed by the
@@ -323,9 +326,14 @@ impl Wal {
         self.call(|reply| Command::Flush { reply }).await
     }
 
-    /// The corrupted segments of `region` that reads skipped.
+    /// What `region` misses: the corrupted segments reads skipped, and the
+    /// entries of damaged objects recovery left out of replay (known from
+    /// the open on; see [`crate::DamagePolicy`]).
     pub fn holes(&self, region: RegionId) -> Vec<Hole> {
-        self.handle.shared.holes.of(region)
+        let shared = &self.handle.shared;
+        let mut holes = shared.damage.holes(region);
+        holes.extend(shared.holes.of(region));
+        holes
     }
 
     /// What the log holds per region (see [`RegionInfo`]), in region order:
@@ -409,6 +417,7 @@ pub struct WalReader {
     catalog: Arc<Catalog>,
     read: ReadContext,
     orphans: Arc<Vec<u64>>,
+    damage: Arc<Damage>,
 }
 
 impl std::fmt::Debug for WalReader {
@@ -425,12 +434,15 @@ impl WalReader {
     pub async fn open(storage: Storage, prefix: &str, config: Config) -> Result<WalReader, Error> {
         config.validate()?;
         let prefix = Prefix::new(prefix)?;
-        let recovered = recovery::recover(&storage, &prefix, config.recovery_concurrency).await?;
+        let recovered = recovery::recover_with(&storage, &prefix, &config).await?;
+        let metrics = StoreMetrics::new(prefix.as_str());
+        recovered.damage.set_gauges(&metrics);
         Ok(WalReader {
             catalog: Arc::new(recovered.catalog),
             orphans: Arc::new(recovered.selection.orphans),
+            damage: Arc::new(recovered.damage),
             read: ReadContext {
-                metrics: StoreMetrics::new(prefix.as_str()),
+                metrics,
                 storage,
                 prefix,
                 policy: config.on_corrupted_segment,
@@ -446,7 +458,8 @@ impl WalReader {
         region: RegionId,
         from: EntryId,
     ) -> impl Stream<Item = Result<Entry, Error>> + Send + 'static {
-        reader::read(self.catalog.clone(), self.read.clone(), region, from)
+        let entries = reader::read(self.catalog.clone(), self.read.clone(), region, from);
+        self.damage.guard(self.read.policy, region, from, entries)
     }
 
     /// The largest indexed entry id of `region`; 0 when it has none.
@@ -472,9 +485,13 @@ impl WalReader {
         &self.orphans
     }
 
-    /// Corrupted segments the reads of this reader skipped.
+    /// What `region` misses: the entries of damaged objects recovery left
+    /// out of replay, and the corrupted segments the reads of this reader
+    /// skipped.
     pub fn holes(&self, region: RegionId) -> Vec<Hole> {
-        self.read.holes.of(region)
+        let mut holes = self.damage.holes(region);
+        holes.extend(self.read.holes.of(region));
+        holes
     }
 }
 

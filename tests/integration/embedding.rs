@@ -92,17 +92,6 @@ async fn regions_report_ids_bytes_watermarks_and_releases() {
     assert!(matches!(e, Error::Stopped { .. }), "{e}");
 }
 
-/// The S3 test server's endpoint; a test that needs it fails without it.
-fn s3_endpoint() -> String {
-    match std::env::var("OBJWAL_S3_ENDPOINT") {
-        Ok(e) if !e.is_empty() => e,
-        _ => panic!(
-            "OBJWAL_S3_ENDPOINT is not set: start the S3-protocol test server with \
-             eval \"$(scripts/s3-test-server)\" (.ci/run does)"
-        ),
-    }
-}
-
 /// `from_url_opts` with the endpoint and credentials in the options map (the
 /// URL names neither, so without the options nothing could reach the
 /// server), through each compiled S3 adapter: the storage creates, reads
@@ -112,7 +101,7 @@ fn s3_endpoint() -> String {
 async fn from_url_opts_reaches_the_s3_server_with_options_alone() {
     use objwal::{Created, ObjectMeta, ObjectStorage};
 
-    let endpoint = s3_endpoint();
+    let endpoint = crate::common::s3_endpoint();
     let mut adapters = Vec::new();
     if cfg!(feature = "object_store") {
         adapters.push("object_store");

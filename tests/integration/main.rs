@@ -11,6 +11,7 @@ mod fencing;
 mod format_fixtures;
 mod format_robustness;
 mod format_roundtrip;
+mod quarantine;
 mod storage_conformance;
 mod storage_crash;
 mod wal_basic;

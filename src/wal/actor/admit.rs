@@ -259,7 +259,7 @@ impl Actor {
         let never = || {
             Error::invalid(format!(
                 "entry {} of region {region} was never handed out",
-                crate::wal::IdDisplay(id)
+                crate::id::Dotted(id)
             ))
         };
         if let Some(open) = self.open.as_mut().filter(|o| o.batch.sequence == sequence) {
@@ -297,7 +297,7 @@ impl Actor {
                 _ => Error::NotDurable {
                     reason: format!(
                         "entry {} of region {region} is not durable: its batch failed",
-                        crate::wal::IdDisplay(id)
+                        crate::id::Dotted(id)
                     )
                     .into(),
                 },

@@ -300,6 +300,7 @@ async fn catalog_rejects() {
         catalog,
         next_sequence: 2,
         verified: 1,
+        damage: Default::default(),
     });
     let err = wal.append(vec![(1, b("a"))]).await.unwrap_err();
     assert!(
