@@ -38,18 +38,28 @@ pub(crate) const GAP: u64 = 64;
 pub(crate) struct Reach {
     epoch: u64,
     verified: u64,
+    gap: u64,
 }
 
 impl Reach {
     /// A process of `epoch` whose `verified` sequence is known present
     /// before a probe that missed every newer fence.
     pub(crate) fn new(epoch: u64, verified: u64) -> Self {
-        Reach { epoch, verified }
+        Self::with_gap(epoch, verified, GAP)
+    }
+
+    /// The same with another gap (the fencing model explores small ones).
+    pub(crate) fn with_gap(epoch: u64, verified: u64, gap: u64) -> Self {
+        Reach {
+            epoch,
+            verified,
+            gap,
+        }
     }
 
     /// The largest sequence an ordinary create may use (R1).
     pub(crate) fn limit(&self) -> u64 {
-        self.verified.saturating_add(GAP).max(self.epoch)
+        self.verified.saturating_add(self.gap).max(self.epoch)
     }
 
     /// Whether a create at `sequence` keeps R1.
@@ -74,11 +84,21 @@ impl Reach {
 /// its start object at `start`. Epoch 1 is the first process of a prefix
 /// (fences are dense from 1), so nothing older can be creating.
 pub(crate) fn first_data_sequence(epoch: u64, listed_max: u64, start: u64) -> u64 {
+    first_data_sequence_with_gap(epoch, listed_max, start, GAP)
+}
+
+/// [`first_data_sequence`] with another gap.
+pub(crate) fn first_data_sequence_with_gap(
+    epoch: u64,
+    listed_max: u64,
+    start: u64,
+    gap: u64,
+) -> u64 {
     let after_start = start.saturating_add(1);
     if epoch <= 1 {
         after_start
     } else {
-        after_start.max(listed_max.saturating_add(GAP).saturating_add(1))
+        after_start.max(listed_max.saturating_add(gap).saturating_add(1))
     }
 }
 
