@@ -10,6 +10,7 @@ mod fencing;
 mod format_fixtures;
 mod format_robustness;
 mod format_roundtrip;
+mod hostile_input;
 mod storage_conformance;
 mod storage_crash;
 mod wal_basic;
