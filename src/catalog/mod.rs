@@ -19,6 +19,8 @@ use crate::format::{self, Link, ReleaseRecord, SegmentIndex, RELEASE_REGION};
 use crate::{EntryId, RegionId};
 
 pub mod chain;
+#[cfg(test)]
+mod invariant_tests;
 
 /// One indexed object, as the catalog keeps it.
 #[derive(Debug, Clone, PartialEq, Eq)]
