@@ -21,6 +21,8 @@ use crate::{EntryId, RegionId};
 pub mod chain;
 #[cfg(test)]
 mod invariant_tests;
+#[cfg(test)]
+mod query_tests;
 
 /// One indexed object, as the catalog keeps it.
 #[derive(Debug, Clone, PartialEq, Eq)]
