@@ -195,7 +195,12 @@ fn full_decode_checks_the_object_crc() {
     let tcrc = crc32fast::hash(&b[n - 80..n - 12]);
     b[n - 12..n - 8].copy_from_slice(&tcrc.to_le_bytes());
     assert!(decode_tail(&b, n as u64).is_ok());
-    assert_eq!(decode(&b).unwrap_err().field, "trailer.object_crc");
+    let err = decode(&b).unwrap_err();
+    assert!(err.is_crc_mismatch(), "{err}");
+    assert_eq!(
+        (err.field, err.offset),
+        ("trailer.object_crc", n as u64 - 80 + 56)
+    );
 }
 
 /// The tail of `sample()`'s encoding split as recovery reads it when the
