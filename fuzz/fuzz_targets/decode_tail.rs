@@ -6,8 +6,13 @@
 
 use libfuzzer_sys::fuzz_target;
 use objwal::format::{decode_footer, decode_tail, TailDecode};
+use objwal_fuzz::BoundedAlloc;
+
+#[global_allocator]
+static ALLOC: BoundedAlloc = BoundedAlloc::new();
 
 fuzz_target!(|data: &[u8]| {
+    ALLOC.arm(data.len());
     let Some((extra, window)) = data.split_first_chunk::<8>() else {
         return;
     };

@@ -22,6 +22,10 @@ pub mod chain;
 mod regions;
 
 pub use regions::RegionInfo;
+#[cfg(test)]
+mod invariant_tests;
+#[cfg(test)]
+mod query_tests;
 
 /// One indexed object, as the catalog keeps it.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -91,3 +91,67 @@ impl fmt::Display for FormatError {
 }
 
 impl std::error::Error for FormatError {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn messages_name_the_field_the_offset_and_what_is_wrong() {
+        let cases = [
+            (
+                FormatErrorKind::Truncated {
+                    needed: 80,
+                    available: 12,
+                },
+                "trailer at offset 7: truncated, needs 80 bytes but 12 are available",
+            ),
+            (FormatErrorKind::BadMagic, "trailer at offset 7: bad magic"),
+            (
+                FormatErrorKind::UnsupportedVersion(9),
+                "trailer at offset 7: unsupported format version 9",
+            ),
+            (
+                FormatErrorKind::CrcMismatch {
+                    stored: 0xdead_beef,
+                    computed: 1,
+                },
+                "trailer at offset 7: CRC mismatch (stored 0xdeadbeef, computed 0x00000001)",
+            ),
+            (
+                FormatErrorKind::Invalid("no good".into()),
+                "trailer at offset 7: no good",
+            ),
+        ];
+        for (kind, message) in cases {
+            let err = FormatError::new(kind, "trailer", 7);
+            assert_eq!(err.to_string(), message);
+        }
+    }
+
+    #[test]
+    fn only_a_crc_mismatch_is_a_crc_mismatch() {
+        let crc = FormatError::new(
+            FormatErrorKind::CrcMismatch {
+                stored: 1,
+                computed: 2,
+            },
+            "f",
+            0,
+        );
+        assert!(crc.is_crc_mismatch());
+        for kind in [
+            FormatErrorKind::BadMagic,
+            FormatErrorKind::Truncated {
+                needed: 1,
+                available: 0,
+            },
+            FormatErrorKind::Invalid("x".into()),
+        ] {
+            assert!(!FormatError::new(kind, "f", 0).is_crc_mismatch());
+        }
+        let invalid = FormatError::invalid("f", 3, "why");
+        assert_eq!(invalid.kind, FormatErrorKind::Invalid("why".into()));
+        assert_eq!((invalid.field, invalid.offset), ("f", 3));
+    }
+}

@@ -284,6 +284,18 @@ mod tests {
     }
 
     #[test]
+    fn offsets_in_errors_point_at_the_field_of_the_entry() {
+        // The second entry (at footer offset + 48) starts a byte late...
+        let entries = [index(1, 64, 12, 1), index(2, 77, 12, 1)];
+        let err = decode_entries(&footer(&entries), 89, SEQ).unwrap_err();
+        assert_eq!((err.field, err.offset), ("footer.offset", 89 + 48 + 24));
+        // ... or runs past the footer.
+        let entries = [index(1, 64, 12, 1), index(2, 76, 13, 1)];
+        let err = decode_entries(&footer(&entries), 88, SEQ).unwrap_err();
+        assert_eq!((err.field, err.offset), ("footer.len", 88 + 48 + 32));
+    }
+
+    #[test]
     fn rejects_unsorted_regions() {
         let entries = [index(2, 64, 12, 1), index(2, 76, 12, 1)];
         let err = decode_entries(&footer(&entries), 88, SEQ).unwrap_err();

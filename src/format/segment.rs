@@ -250,6 +250,29 @@ mod tests {
     }
 
     #[test]
+    fn bytes_of_the_wrong_length_are_truncated_or_invalid_at_the_segment() {
+        let (bytes, index) = encoded(&entries());
+        let short = bytes.slice(..bytes.len() - 1);
+        let err = decode_segment(&short, &index, SEQ).unwrap_err();
+        assert_eq!(
+            err,
+            FormatError::new(
+                FormatErrorKind::Truncated {
+                    needed: index.len,
+                    available: index.len - 1,
+                },
+                "segment",
+                64,
+            )
+        );
+        let mut long = bytes.to_vec();
+        long.push(0);
+        let err = decode_segment(&Bytes::from(long), &index, SEQ).unwrap_err();
+        assert!(matches!(err.kind, FormatErrorKind::Invalid(_)), "{err}");
+        assert_eq!((err.field, err.offset), ("segment", 64));
+    }
+
+    #[test]
     fn rejects_damage_with_object_offsets() {
         let (bytes, index) = encoded(&entries());
         let mut damaged = bytes.to_vec();

@@ -195,5 +195,72 @@ fn full_decode_checks_the_object_crc() {
     let tcrc = crc32fast::hash(&b[n - 80..n - 12]);
     b[n - 12..n - 8].copy_from_slice(&tcrc.to_le_bytes());
     assert!(decode_tail(&b, n as u64).is_ok());
-    assert_eq!(decode(&b).unwrap_err().field, "trailer.object_crc");
+    let err = decode(&b).unwrap_err();
+    assert!(err.is_crc_mismatch(), "{err}");
+    assert_eq!(
+        (err.field, err.offset),
+        ("trailer.object_crc", n as u64 - 80 + 56)
+    );
+}
+
+/// The tail of `sample()`'s encoding split as recovery reads it when the
+/// window holds only the trailer: the trailer and the footer bytes.
+fn trailer_and_footer() -> (Trailer, Vec<u8>) {
+    let bytes = encode(&sample()).unwrap();
+    let len = bytes.len() as u64;
+    match decode_tail(&bytes[bytes.len() - TRAILER_LEN..], len).unwrap() {
+        TailDecode::NeedFooter { trailer, footer } => {
+            let f = bytes[footer.start as usize..footer.end as usize].to_vec();
+            (trailer, f)
+        }
+        other => panic!("a trailer-only window needs the footer: {other:?}"),
+    }
+}
+
+#[test]
+fn a_short_footer_read_is_truncated_not_a_crc_mismatch() {
+    let (trailer, footer) = trailer_and_footer();
+    let at = trailer.footer_offset;
+    let err = decode_footer(trailer.clone(), &footer[..footer.len() - 1]).unwrap_err();
+    assert_eq!(
+        err,
+        FormatError::new(
+            FormatErrorKind::Truncated {
+                needed: footer.len() as u64,
+                available: footer.len() as u64 - 1,
+            },
+            "footer",
+            at,
+        )
+    );
+    let mut long = footer.clone();
+    long.push(0);
+    let err = decode_footer(trailer.clone(), &long).unwrap_err();
+    assert!(matches!(err.kind, FormatErrorKind::Invalid(_)), "{err}");
+    assert_eq!((err.field, err.offset), ("footer", at));
+    assert_eq!(decode_footer(trailer, &footer).unwrap().segments.len(), 3);
+}
+
+#[test]
+fn a_footer_for_a_trailer_whose_range_disagrees_with_its_count_is_refused() {
+    let (trailer, footer) = trailer_and_footer();
+    // Bytes of the right length for the count, but an object length that
+    // puts the footer range elsewhere.
+    let moved = Trailer {
+        object_len: trailer.object_len + 48,
+        ..trailer.clone()
+    };
+    let err = decode_footer(moved, &footer).unwrap_err();
+    assert!(matches!(err.kind, FormatErrorKind::Invalid(_)), "{err}");
+    assert_eq!(err.field, "footer");
+}
+
+#[test]
+fn a_footer_whose_crc_fails_names_the_trailer_field_at_its_offset() {
+    let (trailer, mut footer) = trailer_and_footer();
+    footer[0] ^= 1;
+    let err = decode_footer(trailer.clone(), &footer).unwrap_err();
+    assert!(err.is_crc_mismatch(), "{err}");
+    assert_eq!(err.field, "trailer.footer_crc");
+    assert_eq!(err.offset, trailer.trailer_offset() + 52);
 }

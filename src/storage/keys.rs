@@ -5,6 +5,15 @@
 //! `p/fences/<e as 20 decimal digits>.fence`. Twenty digits hold every
 //! `u64`, so the byte order of keys is numeric order and a listing needs no
 //! sort by number. Parsing accepts only keys this module could have made.
+//!
+//! A prefix is refused when a key built from it could leave it or could not
+//! be stored: `.`/`..`/empty parts, a leading `/`, `\`, control characters,
+//! a part that starts with the file backend's temporary-file marker (that
+//! backend refuses such keys and hides such names from listings), and a
+//! length that pushes the longest key past [`MAX_KEY_LEN`], the smallest key
+//! limit of the object stores objwal targets (S3, GCS and Azure Blob all
+//! allow 1024 bytes). Refusing at open gives one clear error instead of a
+//! store whose every create fails.
 
 use std::fmt;
 
@@ -18,6 +27,11 @@ const FENCES_DIR: &str = "fences";
 const FENCE_SUFFIX: &str = ".fence";
 /// Digits of a sequence in a key.
 const DIGITS: usize = 20;
+/// The longest key any supported object store accepts, in bytes.
+pub const MAX_KEY_LEN: usize = 1024;
+/// The longest prefix: its longest key (a fence's) stays within [`MAX_KEY_LEN`].
+pub const MAX_PREFIX_LEN: usize =
+    MAX_KEY_LEN - (1 + FENCES_DIR.len() + 1 + DIGITS + FENCE_SUFFIX.len());
 
 /// A validated key prefix: non-empty, relative, with no empty, `.` or `..`
 /// parts, and no trailing slash.
@@ -46,6 +60,11 @@ impl Prefix {
         if prefix.is_empty() {
             return refuse("it is empty");
         }
+        if prefix.len() > MAX_PREFIX_LEN {
+            return refuse(
+                "it is longer than 990 bytes (keys would pass the stores' 1024-byte limit)",
+            );
+        }
         if prefix.starts_with('/') {
             return refuse("it must be relative (no leading '/')");
         }
@@ -59,6 +78,9 @@ impl Prefix {
             match part {
                 "" => return refuse("it has an empty part ('//' or a trailing '/')"),
                 "." | ".." => return refuse("it has a '.' or '..' part"),
+                p if p.starts_with(super::TEMP_MARKER) => {
+                    return refuse("a part starts with the reserved temporary-file marker")
+                }
                 _ => {}
             }
         }
@@ -180,5 +202,25 @@ mod tests {
         for good in ["a", "node-7", "a/b/c", "weird name/é/x.y"] {
             assert!(Prefix::new(good).is_ok(), "{good}");
         }
+    }
+
+    #[test]
+    fn the_longest_prefix_keeps_every_key_within_the_stores_limit() {
+        assert_eq!(MAX_PREFIX_LEN, 990);
+        let longest = "p".repeat(MAX_PREFIX_LEN);
+        let p = Prefix::new(&longest).unwrap();
+        assert_eq!(p.fence_key(u64::MAX).len(), MAX_KEY_LEN);
+        assert!(p.object_key(u64::MAX).len() <= MAX_KEY_LEN);
+        let err = Prefix::new(&format!("{longest}q")).unwrap_err();
+        assert!(err.reason.contains("1024"), "{err}");
+    }
+
+    #[test]
+    fn a_prefix_part_with_the_temporary_file_marker_is_refused() {
+        for bad in [".objwal-tmp-1-2", "a/.objwal-tmp-x/b"] {
+            let err = Prefix::new(bad).unwrap_err();
+            assert!(err.reason.contains("temporary-file marker"), "{bad}: {err}");
+        }
+        assert!(Prefix::new("a/objwal-tmp-x").is_ok());
     }
 }

@@ -141,3 +141,21 @@ impl S3Server {
         })
     }
 }
+
+/// How long any wait in a test may take before the test fails: far above
+/// what a healthy run needs on a loaded machine, far below a CI timeout.
+pub const DEADLINE: Duration = Duration::from_secs(30);
+
+/// `fut`, or a panic naming the caller's line when it is not done within
+/// [`DEADLINE`]: a wait on a condition that never comes fails loudly
+/// instead of hanging. Under paused time the deadline is virtual.
+#[track_caller]
+pub fn within<F: std::future::Future>(fut: F) -> impl std::future::Future<Output = F::Output> {
+    let at = std::panic::Location::caller();
+    async move {
+        match tokio::time::timeout(DEADLINE, fut).await {
+            Ok(out) => out,
+            Err(_) => panic!("the wait at {at} did not finish within {DEADLINE:?}"),
+        }
+    }
+}

@@ -12,6 +12,7 @@ mod format_fixtures;
 mod format_robustness;
 mod format_roundtrip;
 mod quarantine;
+mod hostile_input;
 mod storage_conformance;
 mod storage_crash;
 mod wal_basic;

@@ -10,6 +10,8 @@ use objwal::storage::FileStorage;
 use objwal::{Config, Storage, Wal};
 use tokio::sync::Mutex;
 
+use crate::common::within;
+
 const TASKS: usize = 8;
 const REGIONS: u64 = 16;
 
@@ -84,19 +86,25 @@ async fn acknowledged_entries_replay_exactly_once_after_a_concurrent_stop() {
         }));
     }
     // Stop once some hundreds of appends were acknowledged.
-    loop {
-        let total: usize = acked.lock().await.values().map(BTreeSet::len).sum();
-        if total >= 400 {
-            break;
+    within(async {
+        loop {
+            let total: usize = acked.lock().await.values().map(BTreeSet::len).sum();
+            if total >= 400 {
+                break;
+            }
+            tokio::task::yield_now().await;
         }
-        tokio::task::yield_now().await;
-    }
+    })
+    .await;
     wal.stop().await.unwrap();
     for writer in writers {
-        writer.await.unwrap();
+        within(writer).await.unwrap();
     }
     for reader in readers {
-        assert!(reader.await.unwrap() > 0, "reads streamed while writing");
+        assert!(
+            within(reader).await.unwrap() > 0,
+            "reads streamed while writing"
+        );
     }
 
     let wal = Wal::open(storage, "c", config).await.unwrap();

@@ -147,7 +147,7 @@ async fn a_read_skips_an_object_collected_under_it_but_fails_on_any_other_missin
     // while a is flushed and its object collected.
     let w = wal.clone();
     let reading = tokio::spawn(async move { try_read(&w, 1, 0).await });
-    gate.arrived.notified().await;
+    within(gate.arrived.notified()).await;
     wal.obsolete(1, a[0]).await.unwrap();
     wal.append(vec![(2, b("carrier"))]).await.unwrap();
     for _ in 0..10_000 {

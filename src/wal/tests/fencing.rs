@@ -58,7 +58,7 @@ async fn run(moments: &[usize], descending: bool) {
         tasks.push(tokio::spawn(async move {
             w.append(vec![(1, b(&payload))]).await
         }));
-        old_faults.wait_held(n + 1).await;
+        within(old_faults.wait_held(n + 1)).await;
     }
     let held = old_faults.held();
     let release = |moment: usize| {
@@ -95,20 +95,23 @@ async fn run(moments: &[usize], descending: bool) {
     new_faults.hold_creates(true);
     let storage = new_faults.storage();
     let mut opening = tokio::spawn(async move { Wal::open(storage, prefix, config()).await });
-    new_faults.wait_held(1).await;
+    within(new_faults.wait_held(1)).await;
     let fence = new_faults.held().remove(0);
     assert!(fence.contains("/fences/"), "{label}: {fence}");
     assert!(new_faults.release(&fence));
-    new_faults.wait_held(1).await; // the start object: the listing is done
+    within(new_faults.wait_held(1)).await; // the start object: the listing is done
     land(release(1)).await;
-    let new = loop {
-        let start = new_faults.held().remove(0);
-        assert!(new_faults.release(&start));
-        tokio::select! {
-            opened = &mut opening => break opened.unwrap().unwrap(),
-            () = new_faults.wait_held(1) => {} // adopted a late object; the next try
+    let new = within(async {
+        loop {
+            let start = new_faults.held().remove(0);
+            assert!(new_faults.release(&start));
+            tokio::select! {
+                opened = &mut opening => break opened.unwrap().unwrap(),
+                () = new_faults.wait_held(1) => {} // adopted a late object; the next try
+            }
         }
-    };
+    })
+    .await;
     new_faults.hold_creates(false);
     land(release(2)).await;
     let new_ids = new.append(vec![(2, b("new"))]).await.unwrap();

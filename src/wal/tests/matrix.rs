@@ -147,7 +147,7 @@ async fn transient_failure_fails_the_pipeline() {
         tasks.push(tokio::spawn(async move {
             w.append(vec![(1, b(payload))]).await
         }));
-        t.faulty.wait_held(n + 1).await;
+        within(t.faulty.wait_held(n + 1)).await;
     }
     let held = t.faulty.held();
     assert_eq!(held, vec![t.key(2), t.key(3), t.key(4)]);

@@ -56,7 +56,7 @@ async fn returns_on_admission() {
     assert_eq!(wal.latest_entry_id(1), ids[0], "acknowledged on admission");
     let w = wal.clone();
     let barrier = tokio::spawn(async move { w.wait_durable(1, ids[0]).await });
-    t.faulty.wait_held(1).await;
+    within(t.faulty.wait_held(1)).await;
     tokio::task::yield_now().await;
     assert!(
         !barrier.is_finished(),
@@ -87,7 +87,7 @@ async fn byte_bound_stalls() {
     let big = Bytes::from(vec![1u8; 1500]);
     wal.append(vec![(1, big.clone())]).await.unwrap();
     wal.append(vec![(1, big.clone())]).await.unwrap();
-    t.faulty.wait_held(2).await;
+    within(t.faulty.wait_held(2)).await;
     let w = wal.clone();
     let stalled = tokio::spawn(async move { w.append(vec![(1, b("small"))]).await });
     tokio::task::yield_now().await;
@@ -122,7 +122,7 @@ async fn age_bound_stalls() {
     let wal = t.open().await;
     t.faulty.hold_creates(true);
     wal.append(vec![(1, b("old"))]).await.unwrap();
-    t.faulty.wait_held(1).await;
+    within(t.faulty.wait_held(1)).await;
     tokio::time::advance(Duration::from_millis(60)).await;
     let w = wal.clone();
     let stalled = tokio::spawn(async move { w.append(vec![(1, b("new"))]).await });
@@ -159,7 +159,7 @@ async fn stop_releases_stalled() {
     wal.append(vec![(1, Bytes::from(vec![0u8; 2000]))])
         .await
         .unwrap();
-    t.faulty.wait_held(1).await;
+    within(t.faulty.wait_held(1)).await;
     let w = wal.clone();
     let stalled = tokio::spawn(async move { w.append(vec![(1, b("late"))]).await });
     for _ in 0..100 {
@@ -187,12 +187,12 @@ async fn transient_failure_repeats() {
     let wal = t.open().await;
     t.faulty.hold_creates(true);
     let a = wal.append(vec![(1, b("a"))]).await.unwrap();
-    t.faulty.wait_held(1).await;
+    within(t.faulty.wait_held(1)).await;
     assert!(t
         .faulty
         .release_with_error(&t.key(2), StorageErrorKind::Transient));
     // The repeat is held too: the failure has been handled.
-    t.faulty.wait_held(1).await;
+    within(t.faulty.wait_held(1)).await;
     let err = wal.append(vec![(1, b("refused"))]).await.unwrap_err();
     assert!(
         matches!(err, Error::Failing { .. }) && err.is_retryable(),
@@ -331,7 +331,7 @@ async fn crash_with_non_durable_tail() {
     // Reads see only indexed entries: the durable one is hidden, the tail is
     // not durable yet.
     assert!(read(&wal, 1).await.is_empty());
-    t.faulty.wait_held(1).await;
+    within(t.faulty.wait_held(1)).await;
     drop(wal); // crash: the held create never lands
     t.faulty.hold_creates(false);
     t.faulty.clear_faults();

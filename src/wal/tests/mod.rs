@@ -160,6 +160,27 @@ impl Bench {
     }
 }
 
+/// How long any wait in a test may take before the test fails: far above
+/// what a healthy run needs on a loaded machine, far below a CI timeout.
+pub(crate) const DEADLINE: Duration = Duration::from_secs(30);
+
+/// `fut`, or a panic naming the caller's line when it is not done within
+/// [`DEADLINE`]: a wait on a condition that never comes fails loudly
+/// instead of hanging. Under paused time the deadline is virtual, so a wait
+/// nothing can finish fails at once.
+#[track_caller]
+pub(crate) fn within<F: std::future::Future>(
+    fut: F,
+) -> impl std::future::Future<Output = F::Output> {
+    let at = std::panic::Location::caller();
+    async move {
+        match tokio::time::timeout(DEADLINE, fut).await {
+            Ok(out) => out,
+            Err(_) => panic!("the wait at {at} did not finish within {DEADLINE:?}"),
+        }
+    }
+}
+
 /// One row of a failure matrix: its name and its run.
 pub(crate) type Row = (
     &'static str,
@@ -331,4 +352,10 @@ impl ObjectStorage for GateReads {
     async fn delete(&self, key: &str) -> Result<(), StorageError> {
         self.inner.delete(key).await
     }
+}
+
+#[tokio::test(start_paused = true)]
+#[should_panic(expected = "did not finish within")]
+async fn a_wait_that_never_ends_fails_at_its_deadline() {
+    within(std::future::pending::<()>()).await;
 }

@@ -74,7 +74,7 @@ async fn release_is_durable() {
         t.faulty.hold_creates(true);
         let w = wal.clone();
         let release = tokio::spawn(async move { w.release_region(1).await });
-        t.faulty.wait_held(1).await;
+        within(t.faulty.wait_held(1)).await;
         assert!(
             !release.is_finished(),
             "{mode:?}: returns only once durable"
@@ -124,10 +124,10 @@ async fn release_while_failing() {
     let wal = t.open().await;
     t.faulty.hold_creates(true);
     wal.append(vec![(1, b("a"))]).await.unwrap();
-    t.faulty.wait_held(1).await;
+    within(t.faulty.wait_held(1)).await;
     t.faulty
         .release_with_error(&t.key(2), StorageErrorKind::Transient);
-    t.faulty.wait_held(1).await; // the repeat: the store is failing
+    within(t.faulty.wait_held(1)).await; // the repeat: the store is failing
     for _ in 0..20 {
         let err = wal.release_region(2).await.unwrap_err();
         assert!(
@@ -165,10 +165,10 @@ async fn release_pending_when_failing_starts() {
     let wal = t.open().await;
     t.faulty.hold_creates(true);
     wal.append(vec![(1, b("a"))]).await.unwrap();
-    t.faulty.wait_held(1).await;
+    within(t.faulty.wait_held(1)).await;
     let w = wal.clone();
     let release = tokio::spawn(async move { w.release_region(1).await });
-    t.faulty.wait_held(2).await;
+    within(t.faulty.wait_held(2)).await;
     t.faulty
         .release_with_error(&t.key(2), StorageErrorKind::Transient);
     let err = release.await.unwrap().unwrap_err();
@@ -206,10 +206,10 @@ async fn failing_stop_seals_rejected_release() {
     let wal = t.open().await;
     t.faulty.hold_creates(true);
     wal.append(vec![(1, b("a"))]).await.unwrap();
-    t.faulty.wait_held(1).await;
+    within(t.faulty.wait_held(1)).await;
     t.faulty
         .release_with_error(&t.key(2), StorageErrorKind::Transient);
-    t.faulty.wait_held(1).await;
+    within(t.faulty.wait_held(1)).await;
     assert!(matches!(
         wal.release_region(3).await,
         Err(Error::Failing { .. })
