@@ -26,7 +26,7 @@ use crate::{EntryId, RegionId};
 
 mod actor;
 mod batch;
-mod create;
+pub(crate) mod create;
 pub mod damage;
 mod fence;
 mod policy;

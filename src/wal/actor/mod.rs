@@ -66,6 +66,8 @@ mod pipeline;
 mod probe;
 mod regions;
 mod seal;
+#[cfg(test)]
+pub(crate) use seal::test_hooks;
 mod stop;
 
 /// The largest payload one append may carry.

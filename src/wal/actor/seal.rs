@@ -87,6 +87,8 @@ impl Actor {
             link,
             reclaim_boundary,
         });
+        #[cfg(test)]
+        let object = test_hooks::maybe_break(self.prefix.as_str(), object);
         let (bytes, tail) = match encode(&object) {
             Ok(encoded) => encoded,
             Err(e) => {
@@ -560,5 +562,40 @@ fn encode(object: &Object) -> Result<(bytes::Bytes, format::Tail), format::Forma
             0,
             "the tail of a whole object must decode from the object",
         )),
+    }
+}
+
+/// Test hooks: make the encoding of a chosen object fail, to drive the
+/// paths valid objects never take.
+#[cfg(test)]
+pub(crate) mod test_hooks {
+    use std::collections::HashSet;
+    use std::sync::Mutex;
+
+    use crate::format::Object;
+
+    static BREAK: Mutex<Option<HashSet<(String, u64)>>> = Mutex::new(None);
+
+    /// The object of `sequence` under `prefix` fails to encode.
+    pub(crate) fn fail_encode(prefix: &str, sequence: u64) {
+        let mut set = BREAK.lock().unwrap_or_else(|e| e.into_inner());
+        set.get_or_insert_with(HashSet::new)
+            .insert((prefix.to_owned(), sequence));
+    }
+
+    /// `object`, broken (an entry of another sequence) when a test asked.
+    pub(super) fn maybe_break(prefix: &str, mut object: Object) -> Object {
+        let set = BREAK.lock().unwrap_or_else(|e| e.into_inner());
+        let wanted = set
+            .as_ref()
+            .is_some_and(|s| s.contains(&(prefix.to_owned(), object.header.sequence)));
+        if wanted {
+            if let Some(segment) = object.segments.first_mut() {
+                if let Some(entry) = segment.entries.first_mut() {
+                    entry.0 = crate::format::entry_id(object.header.sequence + 1, 1);
+                }
+            }
+        }
+        object
     }
 }

@@ -17,6 +17,7 @@ use crate::{Config, Entry, EntryId, Error, RegionId, Storage, Wal};
 
 mod collect;
 mod fencing;
+mod hardening;
 mod matrix;
 mod matrix_enqueued;
 mod recovery;
