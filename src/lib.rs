@@ -115,8 +115,12 @@
 //! - **L2 ids**: a region's ids strictly increase across lives; no new id is
 //!   at or below a watermark the engine handed in.
 //! - **L3 order**: creates start in sequence order; objects are indexed and
-//!   callers acknowledged strictly in sequence order.
-//! - **L4 no reuse**: a sequence is handed out once.
+//!   callers acknowledged strictly in sequence order, each after a fence
+//!   probe that started once it was durable.
+//! - **L4 no reuse**: a sequence is handed out to one batch once (a marker
+//!   may land at a failed batch's sequence: any object there serves).
+//! - **L8 no silent loss**: every admitted entry is durable, refused to its
+//!   caller, counted lost, or pending, at every stop.
 //! - **L5 one chain**: every object links to its predecessor; the catalog
 //!   is one chain.
 //! - **L6 catalog** (C1-C3): strictly increasing sequences; one segment per
@@ -157,9 +161,18 @@
 //! - **W2 nothing acknowledged is lost**: every object either process
 //!   acknowledged is on the chain the newer one continues.
 //! - **W3 no late poison**: an older process's late objects never land at
-//!   a sequence the newer one writes data to.
+//!   a sequence the newer one writes data to (W5, W6).
 //! - **W4 plausible epochs**: every object has `epoch <= sequence`;
 //!   recovery refuses one that does not.
+//! - **W5 reach**: a process creates a non-empty object at sequence `s` only
+//!   if `s <= verified + 64` or `s <=` its epoch, `verified` being a
+//!   sequence present before a probe that missed every newer fence; a newer
+//!   process starts its data above what it listed plus 64.
+//! - **W6 markers**: beyond reach a process lands only an empty marker, and
+//!   a newer process deletes an older process's empty object it meets at one
+//!   of its data sequences (nothing was built on it).
+//! - **W7 dense fences**: a claim moves to the next epoch only after reading
+//!   another opener's fence; an "exists" answer over nothing is repeated.
 //!
 //! # Storage
 //!

@@ -42,7 +42,7 @@ const MARKER_DELETES: usize = 3;
 
 /// Creates a data object (a batch) at one of this process's data sequences:
 /// as [`create_object`], but an *empty* object of an earlier epoch found
-/// there is a marker that landed after this process listed (rule R2 of
+/// there is a marker that landed after this process listed (rule W6 of
 /// `reach.rs`): no probe of its writer verified it and nothing depends on
 /// it, so it is deleted and the create repeated.
 pub(crate) async fn create_data_object(

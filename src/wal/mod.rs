@@ -168,7 +168,7 @@ impl Wal {
         };
         let listed = recovered.selection.max_sequence;
         let mut catalog = recovered.catalog;
-        // Rule R1 (reach.rs) from the first create on: the listing is
+        // Rule W5 (reach.rs) from the first create on: the listing is
         // verified by a probe before the start object, the start object by a
         // probe before any data. A newer process that claimed in between
         // fences this one here.

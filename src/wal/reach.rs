@@ -5,7 +5,7 @@
 //! fencing model in the tests all use these functions, so the argument of
 //! rfcs/0006 is checked on the code that runs.
 //!
-//! The rule (R1): a process of epoch `e` starts a create at sequence `s` only
+//! The rule (W5): a process of epoch `e` starts a create at sequence `s` only
 //! if `s <= verified + GAP` or `s <= e`, where `verified` is a sequence that
 //! was *present* in storage (some object existed there) before a fence probe
 //! that found no newer epoch started. The maximum sequence present only ever
@@ -22,7 +22,7 @@
 //! When the next batch lies beyond reach (after a run of failed creates, or
 //! a watermark that jumped ahead), the process first lands a *marker*, an
 //! empty object, just below it ([`marker_sequence`]), and probes. A marker is
-//! the one create R1 lets go anywhere, and rule R2 makes that safe: a newer
+//! the one create W5 lets go anywhere, and rule W6 makes that safe: a newer
 //! process that meets an older process's *empty* object at one of its data
 //! sequences deletes it and creates its own. Such an object landed after the
 //! newer process listed (else it would lie below the data), so no probe of
@@ -57,12 +57,12 @@ impl Reach {
         }
     }
 
-    /// The largest sequence an ordinary create may use (R1).
+    /// The largest sequence an ordinary create may use (W5).
     pub(crate) fn limit(&self) -> u64 {
         self.verified.saturating_add(self.gap).max(self.epoch)
     }
 
-    /// Whether a create at `sequence` keeps R1.
+    /// Whether a create at `sequence` keeps W5.
     pub(crate) fn allows(&self, sequence: u64) -> bool {
         sequence <= self.limit()
     }
@@ -157,7 +157,7 @@ mod tests {
 
     proptest! {
         /// Whatever an older process verified before a newer one listed
-        /// (`verified <= listed`), every create R1 allows it lies below the
+        /// (`verified <= listed`), every create W5 allows it lies below the
         /// newer process's first data sequence.
         #[test]
         fn older_creates_never_reach_newer_data(

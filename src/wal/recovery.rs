@@ -274,7 +274,7 @@ pub(crate) async fn read_tail(
 /// continues the tip's chain it is adopted (indexed as the new tip: it may
 /// hold entries the older process acknowledged); otherwise it is an orphan.
 /// Either way the start object moves to the next sequence (within `reach`,
-/// rule R1: past it, a probe first verifies the late object just met). An
+/// rule W5: past it, a probe first verifies the late object just met). An
 /// object of the same or a later epoch means another opener: recovery fails.
 pub(crate) async fn write_start_object(
     storage: &Storage,

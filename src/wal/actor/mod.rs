@@ -8,7 +8,7 @@
 //! |---|---|
 //! | [`regions::Regions`] | ids handed out, watermarks, releases, durable ids |
 //! | the open batch ([`Open`]) and the [`SealPolicy`] | admitted entries; when they are sealed |
-//! | [`pipeline::Pipeline`] | sealed batches, creates in flight, reach (rule R1) |
+//! | [`pipeline::Pipeline`] | sealed batches, creates in flight, reach (rule W5) |
 //! | [`probe::Probes`] | fence probes that precede acknowledgements |
 //! | [`Backlog`] | enqueued mode: held-back appends and the failing state |
 //! | [`Kept`] | release records waiting for the next object |

@@ -5,7 +5,7 @@
 //! - batches are held in strictly increasing sequence order and leave only
 //!   from the front (indexed) or all together (failed);
 //! - creates start in sequence order, at most `max_inflight_creates` at once,
-//!   and never beyond reach (rule R1 of [`super::super::reach`]);
+//!   and never beyond reach (rule W5 of [`super::super::reach`]);
 //! - `present` is the highest sequence at which an object is known to exist
 //!   (a durable batch, a landed marker, a late object seen); a fence probe
 //!   that starts with it and misses every newer fence verifies it.

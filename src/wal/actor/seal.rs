@@ -209,7 +209,7 @@ impl Actor {
     }
 
     /// Lands a marker when the next batch lies beyond reach and nothing
-    /// else can verify more (rule R1): an empty object as high as reach
+    /// else can verify more (rule W5): an empty object as high as reach
     /// allows, linked to the tip, never indexed (collection removes it).
     pub(super) fn maybe_marker(&mut self) {
         if self.marker_retry_at.is_some() {

@@ -97,7 +97,7 @@ async fn an_older_writer_of_a_later_epoch_never_creates_into_a_newer_openers_dat
 /// with nothing bounding how far past its last acknowledged object its next
 /// create ran. Now the next batch beyond reach waits for a marker, and a
 /// newer process that meets the marker at one of its data sequences
-/// deletes it (rule R2) instead of being poisoned. The marker lands at each
+/// deletes it (rule W6) instead of being poisoned. The marker lands at each
 /// moment around the newer process's open (before it, between its listing
 /// and its start object, after its open, after its first append), and the
 /// newer process acknowledges in both modes.
