@@ -18,6 +18,7 @@ use crate::{Config, Entry, EntryId, Error, RegionId, Storage, Wal};
 mod collect;
 mod fencing;
 mod hardening;
+mod lifecycle;
 mod matrix;
 mod matrix_enqueued;
 mod recovery;
