@@ -23,6 +23,7 @@ mod matrix;
 mod matrix_enqueued;
 mod recovery;
 mod release;
+mod sealing;
 
 /// A metrics recorder that keeps counters (never reset) per name and prefix
 /// label, so parallel tests read only their own store's deltas.
