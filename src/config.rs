@@ -1,17 +1,24 @@
 //! Configuration: public fields, defaults, serde, and validation.
 //!
 //! `Config` deserializes from TOML or JSON with durations written like
-//! `"100ms"` and sizes like `"8MiB"` (plain integers are bytes).
-//! [`Config::validate`] refuses values that cannot work and names the field.
+//! `"100ms"` and sizes like `"8MiB"` (plain integers are bytes), and
+//! serializes back to the same notation, so the effective config prints and
+//! parses to an equal value. [`Config::validate`] refuses values that cannot
+//! work and names the field. [`Config::from_file`], [`Config::from_toml_str`]
+//! and [`Config::from_env`] load it from where operators keep it (`load`).
+//! Each field's documentation says what it trades: latency, requests per
+//! second (money, on a store that bills per request), memory.
 
 use std::time::Duration;
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 use crate::error::Error;
 
+mod load;
+
 /// When `append` returns.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum AckMode {
     /// Once the entries' object and every earlier one are durable and indexed.
@@ -22,7 +29,7 @@ pub enum AckMode {
 }
 
 /// What a read does with a segment whose CRC still fails after a second fetch.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum CorruptionPolicy {
     /// Record a hole, count it, log it, and go on with the next segment.
@@ -32,31 +39,196 @@ pub enum CorruptionPolicy {
     Fail,
 }
 
+/// What opening a prefix does with a structurally damaged object (a
+/// trailer, footer or release segment that does not decode, an implausible
+/// epoch, a sequence that is not its key's).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DamagePolicy {
+    /// Fail the open, naming the object: nothing about it can be trusted,
+    /// and an operator should look before anything is given up.
+    #[default]
+    Fail,
+    /// Open without it: the object is left out of replay (it still links
+    /// the chain when its header or a successor's link says where it
+    /// stands) and recorded as holes, for the regions its footer names or,
+    /// when the footer is unreadable, for every region; each is logged.
+    /// Collection may later delete it with the garbage below the reclaim
+    /// boundary; `objwal repair` moves it aside instead, where nothing
+    /// deletes it (rfcs/0003, "Operating a damaged log").
+    Quarantine,
+}
+
 /// The store's configuration. Every field has a default.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct Config {
     /// Seal the open batch this long after it was opened, when it is not empty.
+    ///
+    /// Trades latency for requests. A durable append that does not fill a
+    /// batch waits up to this long before its object is even started, so
+    /// it bounds the latency of a light load. Under such a load every
+    /// interval with an append costs one create (a PUT, billed per request
+    /// on S3, plus the fence probe's GET that acknowledges it): 100ms is at
+    /// most 10 objects a second, 1s at most one. Memory: the open batch
+    /// holds what arrives in one interval, up to `max_batch_bytes`.
     #[serde(with = "humantime_serde")]
     pub flush_interval: Duration,
     /// Seal the open batch once it holds this many bytes of payload.
-    #[serde(deserialize_with = "sizes::deserialize")]
+    ///
+    /// Trades memory and per-object latency for requests. Under a heavy
+    /// load objects are this large, so creates per second are the write
+    /// rate divided by it (8 MiB: 128 PUTs per GiB written). A larger batch
+    /// means fewer requests, but one object is one request body: it is held
+    /// in memory until it is durable (`max_inflight_creates` of them are
+    /// uploaded at once) and takes longer to upload, which every durable
+    /// append in it waits for.
+    #[serde(with = "sizes")]
     pub max_batch_bytes: u64,
     /// When `append` returns.
+    ///
+    /// `Durable` makes every append wait for its object's create (latency
+    /// of one PUT plus the batch's wait); `Enqueued` returns at admission,
+    /// so latency is the channel's, and a crash loses what was not yet
+    /// durable (bounded by `max_unpersisted_bytes` and `_age`). Requests
+    /// per second are the same in both modes: batching decides them.
     pub ack_mode: AckMode,
     /// Enqueued mode: appends wait while this many bytes are not yet durable.
-    #[serde(deserialize_with = "sizes::deserialize")]
+    ///
+    /// Trades memory and the data a crash can lose for fewer stalls: the
+    /// backlog (open batch and objects being created) is held in memory up
+    /// to this bound, and all of it is lost by a crash before it is durable.
+    /// It changes no request rate; too small a bound stalls appends behind
+    /// slow creates.
+    #[serde(with = "sizes")]
     pub max_unpersisted_bytes: u64,
     /// Enqueued mode: appends wait while the oldest unpersisted admission is
     /// this old.
+    ///
+    /// The recovery point objective: a crash loses at most about this much
+    /// time of acknowledged appends. Shorter bounds stall appends sooner
+    /// while storage is slow or failing; it changes no request rate and no
+    /// memory bound.
     #[serde(with = "humantime_serde")]
     pub max_unpersisted_age: Duration,
     /// What a read does with a corrupted segment.
+    ///
+    /// Costs nothing until a segment fails its CRC; then either choice has
+    /// already paid one extra read (the second fetch). `Skip` keeps a
+    /// replay going past the damage (recorded as a hole), `Fail` stops it.
     pub on_corrupted_segment: CorruptionPolicy,
     /// Conditional creates in flight at once.
+    ///
+    /// Trades memory and request concurrency for throughput and latency
+    /// under load: with one object's create taking a round trip, this many
+    /// objects can be uploaded at once (each held in memory, up to
+    /// `max_batch_bytes`). It does not add requests by itself: objects are
+    /// sealed by size and time. At most 64, because a newer process leaves
+    /// a gap of 64 sequences for an older one's creates in flight.
     pub max_inflight_creates: usize,
     /// Objects whose tails recovery reads at once.
+    ///
+    /// Trades open time for request bursts and memory: recovery reads one
+    /// window (up to 64 KiB) at the end of every object once, so the number
+    /// of GETs per open is fixed by the number of objects; this only decides
+    /// how many are in flight, and so how long an open with many objects
+    /// takes on a high-latency store.
     pub recovery_concurrency: usize,
+    /// Early seals per second: a batch that is not full is sealed as soon
+    /// as a create could start, while this budget has a token (timer seals
+    /// take a token too). `"auto"` (the default) is unlimited on backends
+    /// without a per-request price (a local directory, memory) and one per
+    /// `flush_interval` elsewhere; `"unlimited"`; `"off"` (only size and
+    /// timer seal: every durable append waits for the timer); or a number
+    /// per second. More early seals: lower latency for a light load, more
+    /// requests (on S3, more PUTs per second when the load is light).
+    pub early_seals: EarlySeals,
+    /// The first delay before a failed create or fence probe is repeated; it
+    /// doubles per failure up to `retry_max_delay`.
+    #[serde(with = "humantime_serde")]
+    pub retry_initial_delay: Duration,
+    /// The longest delay between repeats of a failed request.
+    #[serde(with = "humantime_serde")]
+    pub retry_max_delay: Duration,
+    /// Add a random part of up to one delay to each retry delay, so that
+    /// many stores failing together do not retry in step. Seeded per store
+    /// instance.
+    pub retry_jitter: bool,
+    /// Attempts a stop gives a failed create (and a durable-mode fence probe
+    /// its transient failures) before it gives up and reports `Lost`.
+    pub stop_attempts: u32,
+    /// A storage request that has not answered after this long fails with a
+    /// transient error and is retried like any failure (`"off"`, the
+    /// default: no limit, the adapters' own timeouts apply). Shorter: a
+    /// stalled request is given up sooner, at the price of repeating slow
+    /// ones.
+    #[serde(with = "optional_duration")]
+    pub request_timeout: Option<Duration>,
+    /// What opening does with a structurally damaged object.
+    pub on_damaged_object: DamagePolicy,
+}
+
+/// The budget of early seals (see [`Config::early_seals`]).
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub enum EarlySeals {
+    /// Unlimited where requests cost nothing, one per `flush_interval` elsewhere.
+    #[default]
+    Auto,
+    /// Seal whenever a create could start.
+    Unlimited,
+    /// At most this many early seals per second.
+    PerSecond(f64),
+    /// No early seals: batches are sealed when full or by the timer.
+    Off,
+}
+
+impl EarlySeals {
+    /// The budget as a rate per second (`None`: unlimited, `Some(0.0)`: no
+    /// early seal) for a backend that `charges_per_request` or not.
+    pub(crate) fn rate(self, flush_interval: Duration, charges_per_request: bool) -> Option<f64> {
+        match self {
+            EarlySeals::Unlimited => None,
+            EarlySeals::PerSecond(rate) => Some(rate),
+            EarlySeals::Off => Some(0.0),
+            EarlySeals::Auto if charges_per_request => Some(1.0 / flush_interval.as_secs_f64()),
+            EarlySeals::Auto => None,
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for EarlySeals {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            Rate(f64),
+            Word(String),
+        }
+        match Raw::deserialize(d)? {
+            Raw::Rate(rate) => Ok(EarlySeals::PerSecond(rate)),
+            Raw::Word(w) => match w.trim() {
+                "auto" => Ok(EarlySeals::Auto),
+                "unlimited" => Ok(EarlySeals::Unlimited),
+                "off" => Ok(EarlySeals::Off),
+                other => other.parse::<f64>().map(EarlySeals::PerSecond).map_err(|_| {
+                    serde::de::Error::custom(format!(
+                        "invalid early_seals {other:?}: expected \"auto\", \"unlimited\", \"off\" or a number per second"
+                    ))
+                }),
+            },
+        }
+    }
+}
+
+impl serde::Serialize for EarlySeals {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            EarlySeals::Auto => s.serialize_str("auto"),
+            EarlySeals::Unlimited => s.serialize_str("unlimited"),
+            EarlySeals::Off => s.serialize_str("off"),
+            EarlySeals::PerSecond(rate) => s.serialize_f64(*rate),
+        }
+    }
 }
 
 impl Default for Config {
@@ -70,6 +242,13 @@ impl Default for Config {
             on_corrupted_segment: CorruptionPolicy::Skip,
             max_inflight_creates: 4,
             recovery_concurrency: 8,
+            early_seals: EarlySeals::Auto,
+            retry_initial_delay: Duration::from_millis(10),
+            retry_max_delay: Duration::from_secs(2),
+            retry_jitter: false,
+            stop_attempts: 5,
+            request_timeout: None,
+            on_damaged_object: DamagePolicy::Fail,
         }
     }
 }
@@ -134,13 +313,78 @@ impl Config {
                 format!("{} is outside 1 ..= 1024", self.recovery_concurrency),
             );
         }
+        if let EarlySeals::PerSecond(rate) = self.early_seals {
+            if !(rate.is_finite() && rate > 0.0) {
+                return refuse(
+                    "early_seals",
+                    format!("{rate} is not a positive number of seals per second"),
+                );
+            }
+        }
+        if self.retry_initial_delay < Duration::from_millis(1)
+            || self.retry_initial_delay > self.retry_max_delay
+        {
+            return refuse(
+                "retry_initial_delay",
+                format!(
+                    "{:?} is outside 1ms ..= retry_max_delay ({:?})",
+                    self.retry_initial_delay, self.retry_max_delay
+                ),
+            );
+        }
+        if self.retry_max_delay > Duration::from_secs(3600) {
+            return refuse(
+                "retry_max_delay",
+                format!("{:?} is above one hour", self.retry_max_delay),
+            );
+        }
+        if !(1..=1000).contains(&self.stop_attempts) {
+            return refuse(
+                "stop_attempts",
+                format!("{} is outside 1 ..= 1000", self.stop_attempts),
+            );
+        }
+        if let Some(timeout) = self.request_timeout {
+            if timeout < Duration::from_millis(1) {
+                return refuse("request_timeout", format!("{timeout:?} is below 1ms"));
+            }
+        }
         Ok(())
     }
 }
 
-/// Sizes written as integers (bytes) or strings like `"8MiB"`.
+/// An optional duration: `"off"` (or `"none"`) for none, else like `"2s"`.
+mod optional_duration {
+    use std::time::Duration;
+
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(value: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
+        match value {
+            None => s.serialize_str("off"),
+            Some(d) => s.serialize_str(&humantime::format_duration(*d).to_string()),
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
+        let text = String::deserialize(d)?;
+        match text.trim() {
+            "off" | "none" => Ok(None),
+            t => humantime::parse_duration(t).map(Some).map_err(|e| {
+                serde::de::Error::custom(format!(
+                    "invalid duration {t:?}: {e} (or \"off\" for no timeout)"
+                ))
+            }),
+        }
+    }
+}
+
+/// Sizes written as integers (bytes) or strings like `"8MiB"`. They are
+/// written back as `"<n>KiB"`, `"<n>MiB"` or `"<n>GiB"` when exact, else as
+/// an integer (or, above `i64::MAX`, which TOML cannot hold, as a string of
+/// digits), so every value round-trips exactly.
 mod sizes {
-    use serde::{Deserialize, Deserializer};
+    use serde::{Deserialize, Deserializer, Serializer};
 
     #[derive(Deserialize)]
     #[serde(untagged)]
@@ -159,6 +403,50 @@ mod sizes {
                 .map_err(|e| serde::de::Error::custom(format!("invalid size {s:?}: {e}"))),
         }
     }
+
+    pub fn serialize<S: Serializer>(n: &u64, s: S) -> Result<S::Ok, S::Error> {
+        for (unit, name) in [(1u64 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB")] {
+            if *n >= unit && n.is_multiple_of(unit) {
+                return s.serialize_str(&format!("{}{name}", n / unit));
+            }
+        }
+        if i64::try_from(*n).is_ok() {
+            s.serialize_u64(*n)
+        } else {
+            s.serialize_str(&n.to_string())
+        }
+    }
+}
+
+#[cfg(test)]
+mod size_tests {
+    use proptest::prelude::*;
+
+    #[derive(Debug, PartialEq, serde::Deserialize, serde::Serialize)]
+    struct Holder {
+        #[serde(with = "super::sizes")]
+        size: u64,
+    }
+
+    proptest! {
+        #[test]
+        fn every_size_round_trips_through_toml(size in any::<u64>(), shift in 0u32..40) {
+            for size in [size, (size >> 40) << shift] {
+                let text = toml::to_string(&Holder { size }).unwrap();
+                prop_assert_eq!(toml::from_str::<Holder>(&text).unwrap(), Holder { size }, "{}", text);
+            }
+        }
+    }
+
+    #[test]
+    fn exact_multiples_are_written_with_a_unit() {
+        let text = |size| toml::to_string(&Holder { size }).unwrap();
+        assert_eq!(text(8 << 20), "size = \"8MiB\"\n");
+        assert_eq!(text(3 << 30), "size = \"3GiB\"\n");
+        assert_eq!(text(1536), "size = 1536\n");
+        assert_eq!(text(0), "size = 0\n");
+        assert_eq!(text(u64::MAX), "size = \"18446744073709551615\"\n");
+    }
 }
 
 #[cfg(test)]
@@ -175,6 +463,10 @@ mod tests {
         assert_eq!(c.max_unpersisted_age, Duration::from_secs(8));
         assert_eq!(c.max_inflight_creates, 4);
         assert_eq!(c.recovery_concurrency, 8);
+        assert_eq!(c.on_damaged_object, DamagePolicy::Fail);
+        let c: Config = serde_json::from_str(r#"{"on_damaged_object":"quarantine"}"#).unwrap();
+        assert_eq!(c.on_damaged_object, DamagePolicy::Quarantine);
+        assert!(serde_json::from_str::<Config>(r#"{"on_damaged_object":"skip"}"#).is_err());
     }
 
     #[test]
@@ -191,6 +483,21 @@ mod tests {
         assert_eq!(c.on_corrupted_segment, CorruptionPolicy::Fail);
         let c: Config = serde_json::from_str(r#"{"max_batch_bytes":4096}"#).unwrap();
         assert_eq!(c.max_batch_bytes, 4096);
+        for (json, want) in [
+            (r#"{"early_seals":"auto"}"#, EarlySeals::Auto),
+            (r#"{"early_seals":"unlimited"}"#, EarlySeals::Unlimited),
+            (r#"{"early_seals":25}"#, EarlySeals::PerSecond(25.0)),
+            (r#"{"early_seals":"2.5"}"#, EarlySeals::PerSecond(2.5)),
+            (r#"{"early_seals":"off"}"#, EarlySeals::Off),
+        ] {
+            let c: Config = serde_json::from_str(json).unwrap();
+            assert_eq!(c.early_seals, want, "{json}");
+        }
+        assert!(serde_json::from_str::<Config>(r#"{"early_seals":"sometimes"}"#).is_err());
+        let c: Config = serde_json::from_str(r#"{"request_timeout":"2s"}"#).unwrap();
+        assert_eq!(c.request_timeout, Some(Duration::from_secs(2)));
+        let c: Config = serde_json::from_str(r#"{"request_timeout":"off"}"#).unwrap();
+        assert_eq!(c.request_timeout, None);
     }
 
     #[test]
@@ -205,6 +512,11 @@ mod tests {
                 "max_unpersisted_bytes",
             ),
             (r#"{"max_unpersisted_age":"1ms"}"#, "max_unpersisted_age"),
+            (r#"{"early_seals":0}"#, "early_seals"),
+            (r#"{"retry_initial_delay":"0s"}"#, "retry_initial_delay"),
+            (r#"{"retry_initial_delay":"3s"}"#, "retry_initial_delay"),
+            (r#"{"stop_attempts":0}"#, "stop_attempts"),
+            (r#"{"request_timeout":"0s"}"#, "request_timeout"),
         ] {
             let c: Config = serde_json::from_str(json).unwrap();
             match c.validate() {

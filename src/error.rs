@@ -32,6 +32,22 @@ pub enum Error {
         reason: Arc<str>,
     },
 
+    /// A newer process opened this prefix (it claimed epoch `newer`; ours is
+    /// `ours`): this process acknowledges nothing more and refuses every
+    /// request but `stop`. It is also poisoned ([`Error::is_poisoned`]).
+    /// Stop it; do not reopen in a loop, or two processes keep fencing each
+    /// other.
+    #[error(
+        "the WAL is fenced: a newer process (epoch {newer}) opened this prefix; \
+         this process (epoch {ours}) acknowledges nothing more"
+    )]
+    Fenced {
+        /// This process's epoch.
+        ours: u64,
+        /// The newest epoch found (at least `ours + 1`).
+        newer: u64,
+    },
+
     /// The store is failing to create objects (enqueued mode). The backlog is
     /// kept and retried; this request was refused and may be repeated.
     #[error("the WAL is failing to persist its backlog, retry later: {reason}")]
@@ -61,6 +77,22 @@ pub enum Error {
         /// The field, as named in `Config`.
         field: &'static str,
         /// What is wrong with its value.
+        message: String,
+    },
+
+    /// A configuration text, file or environment variable could not be
+    /// turned into a valid [`Config`](crate::Config) (`Config::from_file`,
+    /// `from_toml_str`, `from_env`): a syntax error, an unknown field or
+    /// variable, a value of the wrong kind, or a value `validate` refused.
+    #[error("invalid configuration{}: {message}", config_location(.file, .line, .field))]
+    Config {
+        /// The file, when the configuration came from one.
+        file: Option<std::path::PathBuf>,
+        /// The line (from 1) of the offending text, when known.
+        line: Option<usize>,
+        /// The offending field, or the environment variable, when known.
+        field: Option<String>,
+        /// What is wrong.
         message: String,
     },
 
@@ -114,6 +146,28 @@ pub enum Error {
     },
 }
 
+fn config_location(
+    file: &Option<std::path::PathBuf>,
+    line: &Option<usize>,
+    field: &Option<String>,
+) -> String {
+    let mut parts = Vec::new();
+    if let Some(file) = file {
+        parts.push(file.display().to_string());
+    }
+    if let Some(line) = line {
+        parts.push(format!("line {line}"));
+    }
+    if let Some(field) = field {
+        parts.push(format!("field `{field}`"));
+    }
+    if parts.is_empty() {
+        String::new()
+    } else {
+        format!(" ({})", parts.join(", "))
+    }
+}
+
 fn suffix(detail: &Option<Arc<str>>) -> String {
     match detail {
         Some(d) => format!(": {d}"),
@@ -129,18 +183,27 @@ impl Error {
             Error::Storage { source } => source.is_transient(),
             Error::Stopped { .. }
             | Error::Poisoned { .. }
+            | Error::Fenced { .. }
             | Error::RegionReleased { .. }
             | Error::InvalidArgument { .. }
             | Error::InvalidConfig { .. }
+            | Error::Config { .. }
             | Error::Corrupted { .. }
             | Error::Recovery { .. }
             | Error::Lost { .. } => false,
         }
     }
 
-    /// Whether this is the terminal error of a poisoned store.
+    /// Whether this is the terminal error of a poisoned store (a fenced
+    /// store is poisoned too).
     pub fn is_poisoned(&self) -> bool {
-        matches!(self, Error::Poisoned { .. })
+        matches!(self, Error::Poisoned { .. } | Error::Fenced { .. })
+    }
+
+    /// Whether a newer process took this prefix over: stop, do not restart
+    /// in a loop. Never decided from message text.
+    pub fn is_fenced(&self) -> bool {
+        matches!(self, Error::Fenced { .. })
     }
 
     /// Whether the store was stopped.
@@ -190,6 +253,12 @@ mod tests {
         assert!(!Error::Poisoned { reason: "x".into() }.is_retryable());
         assert!(!Error::stopped().is_retryable());
         assert!(!Error::RegionReleased { region: 3 }.is_retryable());
+        let fenced = Error::Fenced { ours: 2, newer: 3 };
+        assert!(fenced.is_fenced() && fenced.is_poisoned() && !fenced.is_retryable());
+        assert!(!Error::Poisoned {
+            reason: "fenced".into()
+        }
+        .is_fenced());
     }
 
     #[test]

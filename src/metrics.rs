@@ -1,7 +1,15 @@
 //! Every metric objwal emits, named once, through the `metrics` facade.
 //!
-//! Names are prefixed `objwal_`. Install any `metrics` recorder (Prometheus,
-//! StatsD, ...) to collect them; without one they cost almost nothing.
+//! Names are prefixed `objwal_`; every metric carries the label `prefix`
+//! (the WAL prefix of the store that emits it), so several stores in one
+//! process stay apart. Install any `metrics` recorder (Prometheus, StatsD,
+//! ...) to collect them; without one they cost almost nothing.
+//!
+//! Invariant: every name is a constant here and [`describe`] gives each its
+//! unit and help text. The first store a process opens calls [`describe`]
+//! (once per process), so a recorder installed before that learns every
+//! description without the application doing anything; one installed later
+//! can be told by calling [`describe`] again.
 
 /// Objects created and made durable.
 pub const CREATED_OBJECTS_TOTAL: &str = "objwal_created_objects_total";
@@ -43,8 +51,17 @@ pub const RECOVERY_SECONDS: &str = "objwal_recovery_seconds";
 pub const READ_SECONDS: &str = "objwal_read_seconds";
 /// Time an append waited for the backlog to shrink.
 pub const STALL_SECONDS: &str = "objwal_stall_seconds";
+/// Damaged objects recovery left out of replay at open (in place under
+/// `on_damaged_object = "quarantine"`, or moved aside by `objwal repair`).
+pub const QUARANTINED_OBJECTS: &str = "objwal_quarantined_objects";
+/// Objects above the tip, holding entries or release records, that recovery
+/// did not replay at open (their chain is broken by a missing object).
+pub const UNREPLAYED_OBJECTS: &str = "objwal_unreplayed_objects";
 
 /// Describes every metric to the installed recorder (units and help).
+///
+/// Opening the first store of the process calls this; call it again only
+/// after installing a recorder later than that.
 pub fn describe() {
     use metrics::{describe_counter, describe_gauge, describe_histogram, Unit};
     describe_counter!(CREATED_OBJECTS_TOTAL, "objects created and made durable");
@@ -96,6 +113,20 @@ pub fn describe() {
         Unit::Seconds,
         "time an append waited for the backlog"
     );
+    describe_gauge!(
+        QUARANTINED_OBJECTS,
+        "damaged objects recovery left out of replay at open"
+    );
+    describe_gauge!(
+        UNREPLAYED_OBJECTS,
+        "objects above the tip whose entries recovery did not replay"
+    );
+}
+
+/// Calls [`describe`] the first time in this process.
+fn describe_once() {
+    static DESCRIBED: std::sync::Once = std::sync::Once::new();
+    DESCRIBED.call_once(describe);
 }
 
 /// The metric handles of one store, labelled with its prefix so that several
@@ -122,11 +153,15 @@ pub(crate) struct StoreMetrics {
     pub(crate) recovery: metrics::Histogram,
     pub(crate) read: metrics::Histogram,
     pub(crate) stall: metrics::Histogram,
+    pub(crate) quarantined_objects: metrics::Gauge,
+    pub(crate) unreplayed_objects: metrics::Gauge,
 }
 
 impl StoreMetrics {
-    /// The handles of the store under `prefix`.
+    /// The handles of the store under `prefix` (describing every metric
+    /// first, once per process).
     pub(crate) fn new(prefix: &str) -> Self {
+        describe_once();
         let p = prefix.to_owned();
         StoreMetrics {
             created_objects: metrics::counter!(CREATED_OBJECTS_TOTAL, "prefix" => p.clone()),
@@ -148,7 +183,78 @@ impl StoreMetrics {
             object_entries: metrics::histogram!(OBJECT_ENTRIES, "prefix" => p.clone()),
             recovery: metrics::histogram!(RECOVERY_SECONDS, "prefix" => p.clone()),
             read: metrics::histogram!(READ_SECONDS, "prefix" => p.clone()),
-            stall: metrics::histogram!(STALL_SECONDS, "prefix" => p),
+            stall: metrics::histogram!(STALL_SECONDS, "prefix" => p.clone()),
+            quarantined_objects: metrics::gauge!(QUARANTINED_OBJECTS, "prefix" => p.clone()),
+            unreplayed_objects: metrics::gauge!(UNREPLAYED_OBJECTS, "prefix" => p),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+
+    use metrics::{
+        Counter, Gauge, Histogram, Key, KeyName, Metadata, Recorder, SharedString, Unit,
+    };
+
+    /// Records the names `describe_*` was called with.
+    #[derive(Default)]
+    struct Descriptions(Mutex<Vec<String>>);
+
+    impl Descriptions {
+        fn add(&self, key: &KeyName) {
+            let mut names = self.0.lock().unwrap_or_else(|e| e.into_inner());
+            names.push(key.as_str().to_owned());
+        }
+    }
+
+    impl Recorder for Descriptions {
+        fn describe_counter(&self, key: KeyName, _: Option<Unit>, _: SharedString) {
+            self.add(&key);
+        }
+        fn describe_gauge(&self, key: KeyName, _: Option<Unit>, _: SharedString) {
+            self.add(&key);
+        }
+        fn describe_histogram(&self, key: KeyName, _: Option<Unit>, _: SharedString) {
+            self.add(&key);
+        }
+        fn register_counter(&self, _: &Key, _: &Metadata<'_>) -> Counter {
+            Counter::noop()
+        }
+        fn register_gauge(&self, _: &Key, _: &Metadata<'_>) -> Gauge {
+            Gauge::noop()
+        }
+        fn register_histogram(&self, _: &Key, _: &Metadata<'_>) -> Histogram {
+            Histogram::noop()
+        }
+    }
+
+    /// Every `pub const NAME: &str = "objwal_..."` of this file.
+    fn names_in_this_file() -> Vec<String> {
+        include_str!("metrics.rs")
+            .lines()
+            .filter(|l| l.starts_with("pub const ") && l.contains(": &str = \"objwal_"))
+            .filter_map(|l| l.split('"').nth(1).map(str::to_owned))
+            .collect()
+    }
+
+    #[test]
+    fn every_named_metric_is_described_once_and_listed_in_the_readme() {
+        let recorder = Descriptions::default();
+        metrics::with_local_recorder(&recorder, super::describe);
+        let mut described = recorder.0.into_inner().unwrap_or_else(|e| e.into_inner());
+        described.sort();
+        let mut named = names_in_this_file();
+        named.sort();
+        assert!(named.len() >= 20, "{named:?}");
+        assert_eq!(described, named, "described vs named");
+        let readme = include_str!("../README.md");
+        for name in &named {
+            assert!(
+                readme.contains(&format!("`{name}`")),
+                "README does not list {name}"
+            );
         }
     }
 }

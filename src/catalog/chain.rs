@@ -140,11 +140,32 @@ pub fn select(objects: &BTreeMap<u64, ObjectSummary>) -> Result<Selection, NoCom
     Ok(selection)
 }
 
+/// The orphans above the tip, ascending: objects recovery will not replay
+/// although they are newer than everything it does (their chain is broken
+/// below them, or they belong to another history). Empty without a tip.
+pub fn above_tip(selection: &Selection) -> Vec<u64> {
+    match selection.tip {
+        None => Vec::new(),
+        Some(tip) => selection
+            .orphans
+            .iter()
+            .copied()
+            .filter(|s| *s > tip.sequence)
+            .collect(),
+    }
+}
+
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn obj(sequence: u64, epoch: u64, link: Option<(u64, u64)>, boundary: u64) -> ObjectSummary {
+    /// A summary from plain numbers (also used by `wal::quarantine`'s tests).
+    pub(crate) fn obj(
+        sequence: u64,
+        epoch: u64,
+        link: Option<(u64, u64)>,
+        boundary: u64,
+    ) -> ObjectSummary {
         ObjectSummary {
             sequence,
             epoch,
@@ -153,7 +174,8 @@ mod tests {
         }
     }
 
-    fn map(objects: &[ObjectSummary]) -> BTreeMap<u64, ObjectSummary> {
+    /// Summaries keyed by sequence.
+    pub(crate) fn map(objects: &[ObjectSummary]) -> BTreeMap<u64, ObjectSummary> {
         objects.iter().map(|o| (o.sequence, *o)).collect()
     }
 
@@ -242,6 +264,30 @@ mod tests {
         .unwrap();
         assert_eq!(s.chain, vec![3]);
         assert_eq!(s.below_boundary, vec![1, 2]);
+    }
+
+    #[test]
+    fn orphans_above_the_tip_are_named_and_those_below_are_not() {
+        // 3 is missing: the tip falls back to 2, and 4 and 5 (whose chain
+        // breaks at 3) are above it.
+        let s = select(&map(&[
+            obj(1, 1, None, 1),
+            obj(2, 1, Some((1, 1)), 1),
+            obj(4, 1, Some((3, 1)), 1),
+            obj(5, 1, Some((4, 1)), 1),
+        ]))
+        .unwrap();
+        assert_eq!(above_tip(&s), vec![4, 5]);
+        let s = select(&map(&[
+            obj(1, 1, None, 1),
+            obj(2, 1, Some((1, 1)), 1),
+            obj(3, 1, Some((1, 1)), 1),
+        ]))
+        .unwrap();
+        // 2 is an orphan below the tip (a failed create that landed late).
+        assert_eq!(s.orphans, vec![2]);
+        assert!(above_tip(&s).is_empty());
+        assert!(above_tip(&Selection::default()).is_empty());
     }
 
     #[test]

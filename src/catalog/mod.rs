@@ -19,6 +19,9 @@ use crate::format::{self, Link, ReleaseRecord, SegmentIndex, RELEASE_REGION};
 use crate::{EntryId, RegionId};
 
 pub mod chain;
+mod regions;
+
+pub use regions::RegionInfo;
 #[cfg(test)]
 mod invariant_tests;
 #[cfg(test)]

@@ -11,6 +11,7 @@
 //!
 //! The order of a create through the wrapper: count it; latency; a `fail_next`
 //! rule (the inner store is not touched); the [`HoldPoint::BeforeInner`] hold;
+//! a `phantom_exists_next` rule (answers `AlreadyExists`, nothing lands);
 //! the inner create; a `lose_next_create_responses` rule (the object landed,
 //! a transient error is returned); the [`HoldPoint::AfterLanded`] hold.
 //!
@@ -129,6 +130,7 @@ struct Held {
 struct State {
     fail: Vec<Rule<(Op, StorageErrorKind)>>,
     lose: Vec<Rule<()>>,
+    phantom: Vec<Rule<()>>,
     corrupt: Vec<Rule<Option<u64>>>,
     latency: [Duration; 4],
     hold: Option<HoldPoint>,
@@ -224,6 +226,18 @@ impl FaultyStorage {
         });
     }
 
+    /// The next `n` creates whose key contains `key_contains` answer
+    /// `AlreadyExists` without touching the inner store: what object_store
+    /// reports for any HTTP 409, such as S3's ConditionalRequestConflict of
+    /// a racing or crashed request, while nothing landed.
+    pub fn phantom_exists_next(&self, key_contains: &str, n: usize) {
+        self.state().phantom.push(Rule {
+            key_contains: key_contains.to_owned(),
+            remaining: n,
+            what: (),
+        });
+    }
+
     /// Flips one byte (xor 0xFF) in the next `n` non-empty reads of keys
     /// containing `key_contains`: the middle byte of the returned range.
     pub fn corrupt_next_reads(&self, key_contains: &str, n: usize) {
@@ -257,6 +271,7 @@ impl FaultyStorage {
         let mut s = self.state();
         s.fail.clear();
         s.lose.clear();
+        s.phantom.clear();
         s.corrupt.clear();
         s.latency = Default::default();
     }
@@ -446,6 +461,9 @@ impl ObjectStorage for FaultyStorage {
         if let Some(kind) = self.maybe_hold(HoldPoint::BeforeInner, key).await {
             return self.finish(Op::Create, Err(injected(kind, key, "held create failed")));
         }
+        if take_rule(&mut self.state().phantom, key).is_some() {
+            return Ok(Created::AlreadyExists);
+        }
         let len = data.len() as u64;
         self.state().counts.create.bytes += len;
         let created = match self.inner.create(key, data).await {
@@ -509,6 +527,14 @@ impl ObjectStorage for FaultyStorage {
         self.enter(Op::Delete, key).await?;
         let result = self.inner.delete(key).await;
         self.finish(Op::Delete, result)
+    }
+
+    /// A store with injected create or read latency stands in for a remote one.
+    fn charges_per_request(&self) -> bool {
+        let s = self.state();
+        let slow =
+            !s.latency[op_index(Op::Create)].is_zero() || !s.latency[op_index(Op::Read)].is_zero();
+        slow || self.inner.charges_per_request()
     }
 }
 

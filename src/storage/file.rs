@@ -11,7 +11,9 @@
 //! 3. it is hard-linked to the final name; `link(2)` never replaces, so an
 //!    existing key fails with `EEXIST` and becomes [`Created::AlreadyExists`];
 //! 4. the temporary name is removed and the directory is fsynced, which makes
-//!    the new entry durable.
+//!    the new entry durable. If that fsync fails, the new entry is removed
+//!    again: visible is not durable, and a later fsync may report success
+//!    without writing it (Linux forgets the error), so no read-back may see it.
 //!
 //! Missing parent directories are created one by one and each new
 //! directory's parent is fsynced; the first create in a directory of a
@@ -61,6 +63,14 @@ struct Inner {
     /// Directories this handle has made sure are durable (created and
     /// fsynced in their parent, up to the root).
     synced_dirs: Mutex<HashSet<PathBuf>>,
+    /// Keys this handle linked whose directory fsync failed and whose entry
+    /// could not be removed again: visible but not durable, so reads of them
+    /// fail (a create's read-back must never take them for durable) until a
+    /// create replaces them.
+    unsynced: Mutex<HashSet<PathBuf>>,
+    /// Test hook: directory fsyncs still to fail.
+    #[cfg(any(test, feature = "testing"))]
+    fail_dir_syncs: std::sync::atomic::AtomicUsize,
 }
 
 impl FileStorage {
@@ -87,8 +97,18 @@ impl FileStorage {
             inner: Arc::new(Inner {
                 root,
                 synced_dirs: Mutex::new(HashSet::new()),
+                unsynced: Mutex::new(HashSet::new()),
+                #[cfg(any(test, feature = "testing"))]
+                fail_dir_syncs: std::sync::atomic::AtomicUsize::new(0),
             }),
         })
+    }
+
+    /// Test hook (feature `testing`): the next `n` fsyncs of a directory
+    /// after a link (or before a read in such a directory) fail with EIO.
+    #[cfg(any(test, feature = "testing"))]
+    pub fn fail_next_dir_syncs(&self, n: usize) {
+        self.inner.fail_dir_syncs.store(n, Ordering::SeqCst);
     }
 
     /// The root directory.
@@ -167,6 +187,15 @@ impl Inner {
             let _ = fs::remove_file(&tmp);
             return Err(err(e));
         }
+        let stale = self
+            .unsynced
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .remove(&path);
+        if stale {
+            // Our own entry whose directory fsync failed: write it afresh.
+            let _ = fs::remove_file(&path);
+        }
         let linked = fs::hard_link(&tmp, &path);
         let _ = fs::remove_file(&tmp);
         let created = match linked {
@@ -182,16 +211,71 @@ impl Inner {
             }
             Err(e) => return Err(err(e)),
         };
-        // For AlreadyExists too: the existing entry may be our own from a
-        // create whose directory fsync failed, and the caller may take it as
-        // durable after reading it back.
-        sync_dir(dir).map_err(err)?;
+        // For AlreadyExists too: the existing entry may be another handle's
+        // whose directory fsync has not happened yet.
+        if let Err(e) = self.sync_dir_after_link(dir) {
+            if created == Created::New {
+                return Err(self.undo_unsynced_link(&path, key, e));
+            }
+            return Err(err(e));
+        }
         Ok(created)
+    }
+
+    /// Fsyncs `dir` after a link (the test hook can make it fail).
+    fn sync_dir_after_link(&self, dir: &Path) -> io::Result<()> {
+        #[cfg(any(test, feature = "testing"))]
+        if self
+            .fail_dir_syncs
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+            .is_ok()
+        {
+            return Err(io::Error::other("injected directory fsync failure (EIO)"));
+        }
+        sync_dir(dir)
+    }
+
+    /// A new entry whose directory fsync failed is visible but not durable
+    /// (and a later fsync may report success without writing it, as Linux
+    /// does after an I/O error): remove it, so no read-back can take it for
+    /// durable and a repeated create writes it afresh. When even the removal
+    /// fails, the key is remembered and reads of it fail.
+    fn undo_unsynced_link(&self, path: &Path, key: &str, e: io::Error) -> StorageError {
+        let removed = fs::remove_file(path);
+        let unsynced = || {
+            self.unsynced
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+        };
+        let detail = match removed {
+            Ok(()) => "the new entry was removed".to_owned(),
+            Err(r) => {
+                unsynced().insert(path.to_path_buf());
+                format!("the new entry could not be removed ({r}) and reads of it fail")
+            }
+        };
+        StorageError::transient(format!(
+            "the directory fsync after linking failed ({e}); {detail}"
+        ))
+        .with_key(key)
+        .with_source(e)
     }
 
     fn read(&self, key: &str, range: Range<u64>) -> Result<Bytes, StorageError> {
         let path = self.path(key)?;
         let err = |e| io_error(e, Some(key));
+        let unsynced = self
+            .unsynced
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .contains(&path);
+        if unsynced {
+            // Visible is not durable: its directory fsync failed.
+            return Err(StorageError::transient(
+                "this entry's directory fsync failed: it is not durable",
+            )
+            .with_key(key));
+        }
         let file = File::open(&path).map_err(err)?;
         let meta = file.metadata().map_err(err)?;
         if !meta.is_file() {
@@ -285,6 +369,10 @@ impl ObjectStorage for FileStorage {
     async fn delete(&self, key: &str) -> Result<(), StorageError> {
         let k = key.to_owned();
         self.blocking(key, move |inner| inner.delete(&k)).await
+    }
+
+    fn charges_per_request(&self) -> bool {
+        false
     }
 }
 

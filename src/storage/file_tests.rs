@@ -83,3 +83,51 @@ fn io_errors_map_to_kinds() {
     let e = io_error(io::Error::from(io::ErrorKind::PermissionDenied), Some("k"));
     assert_eq!(e.kind(), StorageErrorKind::Permanent);
 }
+
+/// Issue 10, item 6: a create whose directory fsync failed is visible but
+/// not durable; it must never be read back as durable. The entry is removed,
+/// so the read-back finds nothing and a repeated create writes it afresh.
+#[tokio::test]
+async fn a_failed_directory_fsync_is_never_read_back_as_durable() {
+    use crate::wal::create::{create_object, CreateOutcome};
+    let dir = tempfile::tempdir().unwrap();
+    let files = FileStorage::open(dir.path()).unwrap();
+    let storage = crate::Storage::new(files.clone());
+    let bytes = Bytes::from_static(b"an object");
+    files.fail_next_dir_syncs(1);
+    match create_object(&storage, "p/objects/1", bytes.clone(), 1).await {
+        CreateOutcome::Failed(e) => assert!(e.is_transient(), "{e}"),
+        other => panic!("a create with no durable directory entry was {other:?}"),
+    }
+    assert!(
+        !dir.path().join("p/objects/1").exists(),
+        "the unsynced entry is gone"
+    );
+    // The repeat writes it afresh, durably.
+    match create_object(&storage, "p/objects/1", bytes.clone(), 1).await {
+        CreateOutcome::Durable => {}
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(
+        storage.read("p/objects/1", 0..2).await.unwrap(),
+        Bytes::from_static(b"an")
+    );
+    // An entry that could not be removed is refused to reads until replaced.
+    let path = dir.path().join("p/objects/9");
+    fs::write(&path, b"x").unwrap();
+    files.inner.unsynced.lock().unwrap().insert(path.clone());
+    assert!(storage
+        .read("p/objects/9", 0..1)
+        .await
+        .unwrap_err()
+        .is_transient());
+    assert_eq!(
+        storage.create("p/objects/9", bytes.clone()).await.unwrap(),
+        Created::New,
+        "our own unsynced entry is replaced"
+    );
+    assert_eq!(
+        storage.read("p/objects/9", 0..2).await.unwrap(),
+        Bytes::from_static(b"an")
+    );
+}

@@ -80,4 +80,8 @@ impl ObjectStorage for MemoryStorage {
         self.lock().remove(key);
         Ok(())
     }
+
+    fn charges_per_request(&self) -> bool {
+        false
+    }
 }

@@ -19,6 +19,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 
 mod file;
+#[doc(hidden)]
 pub mod keys;
 mod memory;
 #[cfg(feature = "object_store")]
@@ -26,6 +27,7 @@ mod object_store;
 #[cfg(feature = "opendal")]
 mod opendal;
 mod rooted;
+mod timeout;
 mod url;
 
 #[cfg(any(test, feature = "testing"))]
@@ -35,8 +37,11 @@ pub mod fault;
 pub use self::object_store::ObjectStoreStorage;
 #[cfg(feature = "opendal")]
 pub use self::opendal::OpendalStorage;
-pub use file::{FileStorage, TEMP_MARKER};
+pub use file::FileStorage;
+#[doc(hidden)]
+pub use file::TEMP_MARKER;
 pub use memory::MemoryStorage;
+#[doc(hidden)]
 pub use rooted::Rooted;
 
 /// What a conditional create did.
@@ -186,6 +191,15 @@ pub trait ObjectStorage: Send + Sync + fmt::Debug + 'static {
 
     /// Deletes `key`; deleting a missing key is `Ok`.
     async fn delete(&self, key: &str) -> Result<(), StorageError>;
+
+    /// Whether each request has a price (and a round trip) worth saving: a
+    /// remote object store. It sets the default budget of early seals
+    /// (`Config::early_seals`): unlimited where requests cost nothing, one
+    /// per flush interval elsewhere. Defaults to `true`; a local backend
+    /// says `false`.
+    fn charges_per_request(&self) -> bool {
+        true
+    }
 }
 
 /// A cheap-to-clone handle to any [`ObjectStorage`] backend.
@@ -232,6 +246,10 @@ impl ObjectStorage for Storage {
 
     async fn delete(&self, key: &str) -> Result<(), StorageError> {
         self.inner.delete(key).await
+    }
+
+    fn charges_per_request(&self) -> bool {
+        self.inner.charges_per_request()
     }
 }
 

@@ -61,6 +61,10 @@ impl ObjectStorage for Rooted {
     async fn delete(&self, key: &str) -> Result<(), StorageError> {
         self.inner.delete(&self.full(key)).await
     }
+
+    fn charges_per_request(&self) -> bool {
+        self.inner.charges_per_request()
+    }
 }
 
 #[cfg(test)]

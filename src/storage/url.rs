@@ -1,27 +1,84 @@
-//! Storage URLs: `Storage::from_url`.
+//! Storage URLs: `Storage::from_url` and `Storage::from_url_opts`.
 //!
-//! Responsibility: turn one string into a configured backend, or into an
-//! `Error::InvalidArgument` that says what is wrong.
+//! Responsibility: turn one string (and an options map) into a configured
+//! backend, or into an `Error::InvalidArgument` that says what is wrong.
 //!
 //! | URL | backend |
 //! | --- | --- |
 //! | `file:///abs/path`, `file://rel/path` | [`FileStorage`] (a relative path is taken from the current directory) |
 //! | `memory://` | a new, empty [`MemoryStorage`] on every call |
-//! | `s3://bucket[/root]?endpoint=URL&region=R` | object_store's S3 (feature `object_store`), else opendal's (feature `opendal`) |
-//! | `gs://bucket[/root]` | opendal's GCS (feature `opendal`) |
-//! | `azblob://container[/root]?account=A[&endpoint=URL]` | opendal's Azure Blob (feature `opendal`) |
+//! | `s3://bucket[/root]?endpoint=URL&region=R&adapter=A` | object_store's S3 (feature `object_store`), else opendal's (feature `opendal`); `adapter=opendal` or `adapter=object_store` picks one |
+//! | `gs://bucket[/root]?endpoint=URL` | opendal's GCS (feature `opendal`) |
+//! | `azblob://container[/root]?account=A&endpoint=URL` | opendal's Azure Blob (feature `opendal`) |
 //!
-//! S3 credentials come from `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY` and
-//! `AWS_SESSION_TOKEN`; the region from `region=`, else `AWS_REGION` /
-//! `AWS_DEFAULT_REGION`, else `us-east-1`. With `endpoint=` requests are
-//! path-style, `http://` endpoints are allowed, and no cloud metadata service
-//! is asked for credentials. Azure's key comes from `AZURE_STORAGE_KEY`.
 //! The `root` is a key prefix inside the bucket ([`Rooted`]), validated like
 //! a WAL prefix. The adapters' own retries are turned off: objwal retries in
-//! one place, above the storage.
+//! one place, above the storage. An option beats a URL query parameter,
+//! which beats the environment.
 //!
-//! Invariant: every refusal names the offending part of the URL (and, for a
-//! backend that is not compiled in, the cargo feature that enables it).
+//! # Credentials: the provider's standard chain
+//!
+//! - `s3://` with object_store: `AmazonS3Builder::from_env()` reads every
+//!   `AWS_*` variable it knows (`AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`,
+//!   `AWS_SESSION_TOKEN`, `AWS_REGION`/`AWS_DEFAULT_REGION`,
+//!   `AWS_ENDPOINT_URL`, `AWS_ALLOW_HTTP`, ...). Without keys it uses, in
+//!   order, web identity (`AWS_WEB_IDENTITY_TOKEN_FILE` + `AWS_ROLE_ARN`:
+//!   EKS IRSA), the ECS/EKS container endpoint
+//!   (`AWS_CONTAINER_CREDENTIALS_RELATIVE_URI` / `_FULL_URI`), then the EC2
+//!   instance metadata service (IMDSv2). object_store does not read
+//!   `~/.aws/config` profiles: export the profile's keys, or use
+//!   `adapter=opendal`. The region defaults to `us-east-1`. An `http://`
+//!   endpoint allows plain HTTP unless `aws_allow_http` says otherwise.
+//! - `s3://` with opendal: its loader reads the same variables,
+//!   `AWS_ENDPOINT_URL`, the shared config and credentials files with
+//!   `AWS_PROFILE`, web identity, and the instance metadata service.
+//! - `gs://`: opendal's loader reads `GOOGLE_APPLICATION_CREDENTIALS` and
+//!   asks the GCE metadata service.
+//! - `azblob://`: the account from `?account=`, an option or
+//!   `AZURE_STORAGE_ACCOUNT_NAME`; a key from an option, `AZURE_STORAGE_KEY`
+//!   or `AZURE_STORAGE_ACCOUNT_KEY`; a SAS token from an option or
+//!   `AZURE_STORAGE_SAS_TOKEN`.
+//!
+//! # Options (`from_url_opts`)
+//!
+//! Keys are case-insensitive; an unknown or repeated key is an error.
+//!
+//! - `s3://`, object_store: every name of object_store's `AmazonS3ConfigKey`
+//!   and `ClientConfigKey` (`aws_access_key_id`, `aws_secret_access_key`,
+//!   `aws_session_token`, `aws_endpoint`, `aws_region`, `aws_allow_http`,
+//!   `aws_virtual_hosted_style_request`, `aws_skip_signature`, `timeout`,
+//!   `connect_timeout`, ...), except the bucket (it comes from the URL).
+//! - `s3://`, opendal: `aws_access_key_id`, `aws_secret_access_key`,
+//!   `aws_session_token` (`aws_token`), `aws_region` (`aws_default_region`),
+//!   `aws_endpoint` (`aws_endpoint_url`), `aws_allow_http`,
+//!   `aws_virtual_hosted_style_request`, `aws_skip_signature`,
+//!   `aws_role_arn`, `aws_profile`; each also without its `aws_` prefix.
+//! - `gs://`: `google_service_account` (`google_service_account_path`,
+//!   `google_application_credentials`, `service_account`,
+//!   `service_account_path`, `credential_path`: a key file), `credential`
+//!   (the key file's JSON, base64), `token`, `scope`, `endpoint`,
+//!   `google_skip_signature` (`skip_signature`).
+//! - `azblob://`: `azure_storage_account_name` (`account_name`, `account`),
+//!   `azure_storage_account_key` (`azure_storage_access_key`,
+//!   `account_key`, `access_key`), `azure_storage_sas_key`
+//!   (`azure_storage_sas_token`, `sas_key`, `sas_token`),
+//!   `azure_storage_endpoint` (`endpoint`), `azure_skip_signature`
+//!   (`skip_signature`).
+//!
+//! # What the tests here cannot reach
+//!
+//! The tests run an S3-protocol server on loopback and pass credentials by
+//! option, URL and environment variable, through both adapters. Nothing on
+//! this machine can play the instance metadata service, EKS web identity,
+//! the ECS container endpoint, AWS profiles against real STS, the GCE
+//! metadata service or Azure. Those paths are the adapters' own (objwal
+//! only hands the builder over without turning any source off) and are
+//! reached by running in that environment with no keys in the URL,
+//! options or variables.
+//!
+//! Invariant: every refusal names the offending part of the URL or option
+//! (and, for a backend that is not compiled in, the cargo feature that
+//! enables it).
 
 use std::collections::BTreeMap;
 
@@ -31,15 +88,91 @@ use crate::error::Error;
 impl Storage {
     /// Opens the storage a URL names (see the table in this module's docs):
     /// `file://PATH`, `memory://`, `s3://bucket[/root]?endpoint=..&region=..`,
-    /// `gs://bucket[/root]`, `azblob://container[/root]?account=..`.
+    /// `gs://bucket[/root]`, `azblob://container[/root]?account=..`. Cloud
+    /// URLs take their credentials from the provider's standard chain.
     ///
     /// A `file://` URL creates the directory and cleans temporary files with
     /// blocking I/O.
+    ///
+    /// ```
+    /// use objwal::Storage;
+    ///
+    /// let dir = tempfile::tempdir()?;
+    /// let durable = Storage::from_url(&format!("file://{}", dir.path().display()))?;
+    /// let in_process = Storage::from_url("memory://")?;
+    /// assert!(Storage::from_url("ftp://host/wal").is_err());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// ```no_run
+    /// # #[cfg(any(feature = "object_store", feature = "opendal"))] {
+    /// // Credentials from AWS_ACCESS_KEY_ID and the rest of the AWS chain;
+    /// // an explicit endpoint for MinIO or another S3-compatible store.
+    /// let s3 = objwal::Storage::from_url("s3://my-bucket/wal")?;
+    /// let minio = objwal::Storage::from_url(
+    ///     "s3://my-bucket/wal?endpoint=http://127.0.0.1:9000&region=us-east-1",
+    /// )?;
+    /// # }
+    /// # Ok::<(), objwal::Error>(())
+    /// ```
     pub fn from_url(url: &str) -> Result<Storage, Error> {
+        Storage::from_url_opts(url, std::iter::empty::<(&str, String)>())
+    }
+
+    /// Opens the storage a URL names, with settings from an options map,
+    /// as object_store's `parse_url_opts` takes them: for `s3://` every
+    /// `AmazonS3ConfigKey` or `ClientConfigKey` name (`aws_access_key_id`,
+    /// `aws_secret_access_key`, `aws_session_token`, `aws_endpoint`,
+    /// `aws_region`, `aws_allow_http`, `timeout`, ...; with only the
+    /// `opendal` feature, the names listed in this module's docs); for
+    /// `gs://` and `azblob://` the names in this module's docs. Keys are
+    /// case-insensitive; an unknown or repeated key, or any option for
+    /// `file://` and `memory://`, is an error. Options override the URL's
+    /// query parameters, which override the environment.
+    ///
+    /// ```no_run
+    /// # #[cfg(feature = "object_store")] {
+    /// let storage = objwal::Storage::from_url_opts(
+    ///     "s3://my-bucket/wal",
+    ///     [
+    ///         ("aws_endpoint", "http://127.0.0.1:9000"),
+    ///         ("aws_access_key_id", "minio"),
+    ///         ("aws_secret_access_key", "minio-secret"),
+    ///         ("aws_region", "us-east-1"),
+    ///     ],
+    /// )?;
+    /// # }
+    /// # Ok::<(), objwal::Error>(())
+    /// ```
+    pub fn from_url_opts<K: AsRef<str>, V: Into<String>>(
+        url: &str,
+        options: impl IntoIterator<Item = (K, V)>,
+    ) -> Result<Storage, Error> {
+        let mut opts = Options::new();
+        for (key, value) in options {
+            let key = key.as_ref().to_ascii_lowercase();
+            let value = value.into();
+            if value.is_empty() {
+                return Err(invalid(url, &format!("option {key:?} is empty")));
+            }
+            if opts.insert(key.clone(), value).is_some() {
+                return Err(invalid(url, &format!("option {key:?} is given twice")));
+            }
+        }
         let scheme = url
             .split_once("://")
             .map(|(s, _)| s)
             .ok_or_else(|| invalid(url, "expected SCHEME://..., e.g. file:///var/lib/wal"))?;
+        if !opts.is_empty() && matches!(scheme, "file" | "memory") {
+            let keys: Vec<_> = opts.keys().map(String::as_str).collect();
+            return Err(invalid(
+                url,
+                &format!(
+                    "a {scheme}:// URL takes no options (got {})",
+                    keys.join(", ")
+                ),
+            ));
+        }
         match scheme {
             "file" => file(url),
             "memory" => {
@@ -48,7 +181,7 @@ impl Storage {
                 }
                 Ok(Storage::new(MemoryStorage::new()))
             }
-            "s3" | "gs" | "azblob" => cloud(url, scheme),
+            "s3" | "gs" | "azblob" => cloud(url, scheme, &opts),
             other => Err(invalid(
                 url,
                 &format!("unknown scheme {other:?} (expected file, memory, s3, gs or azblob)"),
@@ -56,6 +189,9 @@ impl Storage {
         }
     }
 }
+
+/// Options of `from_url_opts`, by lower-case key.
+type Options = BTreeMap<String, String>;
 
 fn invalid(url: &str, why: &str) -> Error {
     Error::invalid(format!("storage URL {url:?}: {why}"))
@@ -184,140 +320,22 @@ fn percent_decode(s: &str) -> Option<String> {
     String::from_utf8(out).ok()
 }
 
-fn cloud(url: &str, scheme: &str) -> Result<Storage, Error> {
-    let (allowed, build): (&[&str], Builder) = match scheme {
-        "s3" => (&["endpoint", "region"], s3),
-        "gs" => (&["endpoint"], gcs),
-        _ => (&["account", "endpoint"], azblob),
+fn cloud(url: &str, scheme: &str, options: &Options) -> Result<Storage, Error> {
+    let (allowed, build): (&[&str], cloud::Builder) = match scheme {
+        "s3" => (&["endpoint", "region", "adapter"], cloud::s3),
+        "gs" => (&["endpoint"], cloud::gcs),
+        _ => (&["account", "endpoint"], cloud::azblob),
     };
     let parsed = parse_cloud(url, allowed)?;
-    let storage = build(url, &parsed)?;
+    let storage = build(url, &parsed, options)?;
     match &parsed.root {
         None => Ok(storage),
         Some(root) => Ok(Storage::new(Rooted::new(root, storage)?)),
     }
 }
 
-type Builder = fn(&str, &CloudUrl) -> Result<Storage, Error>;
-
-#[cfg(any(feature = "opendal", feature = "object_store"))]
-fn env(name: &str) -> Option<String> {
-    std::env::var(name).ok().filter(|v| !v.is_empty())
-}
-
-#[cfg(any(feature = "opendal", feature = "object_store"))]
-fn region(u: &CloudUrl) -> String {
-    u.params
-        .get("region")
-        .cloned()
-        .or_else(|| env("AWS_REGION"))
-        .or_else(|| env("AWS_DEFAULT_REGION"))
-        .unwrap_or_else(|| "us-east-1".to_owned())
-}
-
-#[cfg(feature = "object_store")]
-fn s3(url: &str, u: &CloudUrl) -> Result<Storage, Error> {
-    use ::object_store::aws::AmazonS3Builder;
-    use ::object_store::RetryConfig;
-    let mut b = AmazonS3Builder::new()
-        .with_bucket_name(&u.bucket)
-        .with_region(region(u))
-        .with_retry(RetryConfig {
-            max_retries: 0,
-            ..RetryConfig::default()
-        });
-    if let Some(endpoint) = u.params.get("endpoint") {
-        b = b
-            .with_endpoint(endpoint)
-            .with_allow_http(true)
-            .with_virtual_hosted_style_request(false);
-    }
-    if let Some(v) = env("AWS_ACCESS_KEY_ID") {
-        b = b.with_access_key_id(v);
-    }
-    if let Some(v) = env("AWS_SECRET_ACCESS_KEY") {
-        b = b.with_secret_access_key(v);
-    }
-    if let Some(v) = env("AWS_SESSION_TOKEN") {
-        b = b.with_token(v);
-    }
-    let store = b.build().map_err(|e| invalid(url, &e.to_string()))?;
-    Ok(Storage::from_object_store(std::sync::Arc::new(store)))
-}
-
-#[cfg(all(feature = "opendal", not(feature = "object_store")))]
-fn s3(url: &str, u: &CloudUrl) -> Result<Storage, Error> {
-    let mut b = ::opendal::services::S3::default()
-        .bucket(&u.bucket)
-        .region(&region(u));
-    if let Some(endpoint) = u.params.get("endpoint") {
-        b = b
-            .endpoint(endpoint)
-            .disable_config_load()
-            .disable_ec2_metadata();
-    }
-    if let Some(v) = env("AWS_ACCESS_KEY_ID") {
-        b = b.access_key_id(&v);
-    }
-    if let Some(v) = env("AWS_SECRET_ACCESS_KEY") {
-        b = b.secret_access_key(&v);
-    }
-    if let Some(v) = env("AWS_SESSION_TOKEN") {
-        b = b.session_token(&v);
-    }
-    let op = ::opendal::Operator::new(b).map_err(|e| invalid(url, &e.to_string()))?;
-    Ok(Storage::from_opendal(op))
-}
-
-#[cfg(not(any(feature = "opendal", feature = "object_store")))]
-fn s3(url: &str, _: &CloudUrl) -> Result<Storage, Error> {
-    Err(invalid(
-        url,
-        "s3:// needs the cargo feature `object_store` or `opendal` (neither is enabled)",
-    ))
-}
-
-#[cfg(feature = "opendal")]
-fn gcs(url: &str, u: &CloudUrl) -> Result<Storage, Error> {
-    let mut b = ::opendal::services::Gcs::default().bucket(&u.bucket);
-    if let Some(endpoint) = u.params.get("endpoint") {
-        b = b.endpoint(endpoint);
-    }
-    let op = ::opendal::Operator::new(b).map_err(|e| invalid(url, &e.to_string()))?;
-    Ok(Storage::from_opendal(op))
-}
-
-#[cfg(not(feature = "opendal"))]
-fn gcs(url: &str, _: &CloudUrl) -> Result<Storage, Error> {
-    Err(invalid(url, "gs:// needs the cargo feature `opendal`"))
-}
-
-#[cfg(feature = "opendal")]
-fn azblob(url: &str, u: &CloudUrl) -> Result<Storage, Error> {
-    let account = u
-        .params
-        .get("account")
-        .ok_or_else(|| invalid(url, "azblob:// needs ?account=NAME"))?;
-    let endpoint = u
-        .params
-        .get("endpoint")
-        .cloned()
-        .unwrap_or_else(|| format!("https://{account}.blob.core.windows.net"));
-    let mut b = ::opendal::services::Azblob::default()
-        .container(&u.bucket)
-        .account_name(account)
-        .endpoint(&endpoint);
-    if let Some(key) = env("AZURE_STORAGE_KEY").or_else(|| env("AZURE_STORAGE_ACCOUNT_KEY")) {
-        b = b.account_key(&key);
-    }
-    let op = ::opendal::Operator::new(b).map_err(|e| invalid(url, &e.to_string()))?;
-    Ok(Storage::from_opendal(op))
-}
-
-#[cfg(not(feature = "opendal"))]
-fn azblob(url: &str, _: &CloudUrl) -> Result<Storage, Error> {
-    Err(invalid(url, "azblob:// needs the cargo feature `opendal`"))
-}
+#[path = "url_cloud.rs"]
+mod cloud;
 
 #[cfg(test)]
 #[path = "url_tests.rs"]

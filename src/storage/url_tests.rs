@@ -3,15 +3,9 @@
 use super::*;
 use crate::ObjectStorage;
 
+/// The message `from_url` refuses `url` with (it must name the URL).
 fn refused(url: &str) -> String {
-    match Storage::from_url(url) {
-        Ok(s) => panic!("{url} was accepted: {s:?}"),
-        Err(Error::InvalidArgument { message }) => {
-            assert!(message.contains(url), "{message} does not name {url}");
-            message
-        }
-        Err(e) => panic!("{url}: wrong error {e}"),
-    }
+    refused_with(url, &[])
 }
 
 #[test]
@@ -105,4 +99,115 @@ async fn file_urls_open_absolute_and_relative_paths() {
 fn s3_urls_build_without_contacting_the_server() {
     let s = Storage::from_url("s3://bucket/root?endpoint=http://127.0.0.1:1&region=us-east-1");
     assert!(s.is_ok(), "{s:?}");
+}
+
+/// The message `from_url_opts` refuses `url` and `options` with.
+fn refused_with(url: &str, options: &[(&str, &str)]) -> String {
+    match Storage::from_url_opts(url, options.iter().copied()) {
+        Ok(s) => panic!("{url} {options:?} was accepted: {s:?}"),
+        Err(Error::InvalidArgument { message }) => {
+            assert!(message.contains(url), "{message} does not name {url}");
+            message
+        }
+        Err(e) => panic!("{url}: wrong error {e}"),
+    }
+}
+
+#[test]
+fn options_are_refused_where_they_cannot_apply() {
+    let m = refused_with("memory://", &[("aws_region", "x")]);
+    assert!(m.contains("takes no options (got aws_region)"), "{m}");
+    let m = refused_with("file:///tmp/x", &[("a", "b")]);
+    assert!(m.contains("takes no options"), "{m}");
+    let m = refused_with("s3://b", &[("AWS_REGION", "a"), ("aws_region", "b")]);
+    assert!(m.contains("given twice"), "{m}");
+    let m = refused_with("s3://b", &[("aws_region", "")]);
+    assert!(m.contains("is empty"), "{m}");
+    let m = refused_with("s3://b?adapter=ftp", &[]);
+    assert!(m.contains("adapter \"ftp\" is unknown"), "{m}");
+}
+
+#[cfg(feature = "object_store")]
+#[test]
+fn object_store_s3_takes_its_config_keys_and_refuses_others() {
+    let endpoint = ("aws_endpoint", "http://127.0.0.1:1");
+    for options in [
+        vec![
+            endpoint,
+            ("aws_access_key_id", "k"),
+            ("aws_secret_access_key", "s"),
+        ],
+        vec![
+            endpoint,
+            ("region", "eu-west-1"),
+            ("timeout", "5s"),
+            ("aws_allow_http", "false"),
+        ],
+    ] {
+        let s = Storage::from_url_opts("s3://b/root", options.iter().copied());
+        assert!(s.is_ok(), "{options:?}: {s:?}");
+    }
+    let m = refused_with("s3://b", &[("aws_acces_key_id", "k")]);
+    assert!(m.contains("unknown option \"aws_acces_key_id\""), "{m}");
+    let m = refused_with("s3://b", &[("aws_bucket", "other")]);
+    assert!(m.contains("bucket comes from the URL"), "{m}");
+}
+
+#[cfg(feature = "opendal")]
+#[test]
+fn opendal_backends_take_their_option_tables_and_refuse_others() {
+    let s3 = "s3://b/root?adapter=opendal&endpoint=http://127.0.0.1:1";
+    let ok = Storage::from_url_opts(
+        s3,
+        [
+            ("aws_access_key_id", "k"),
+            ("secret_access_key", "s"),
+            ("aws_allow_http", "yes"),
+        ],
+    );
+    assert!(ok.is_ok(), "{ok:?}");
+    let m = refused_with(s3, &[("aws_acces_key_id", "k")]);
+    assert!(
+        m.contains("known: aws_access_key_id, access_key_id,"),
+        "{m}"
+    );
+    let m = refused_with(s3, &[("aws_region", "a"), ("region", "b")]);
+    assert!(m.contains("repeats a setting"), "{m}");
+    let m = refused_with(s3, &[("aws_skip_signature", "maybe")]);
+    assert!(m.contains("must be true or false"), "{m}");
+    let ok = Storage::from_url_opts(
+        "azblob://c",
+        [
+            ("account_name", "acct"),
+            ("azure_storage_account_key", "a2V5"),
+        ],
+    );
+    assert!(ok.is_ok(), "{ok:?}");
+    let m = refused_with("azblob://c", &[("account", "a"), ("azure_client_id", "x")]);
+    assert!(m.contains("unknown option \"azure_client_id\""), "{m}");
+    let ok = Storage::from_url_opts(
+        "gs://b/root",
+        [("token", "t"), ("endpoint", "http://127.0.0.1:1")],
+    );
+    assert!(ok.is_ok(), "{ok:?}");
+    let m = refused_with("gs://b", &[("google_bucket", "x")]);
+    assert!(m.contains("known: google_service_account,"), "{m}");
+}
+
+#[test]
+fn the_module_docs_name_every_option() {
+    let docs: String = include_str!("url.rs")
+        .lines()
+        .filter_map(|l| l.strip_prefix("//!"))
+        .collect::<Vec<_>>()
+        .join("\n");
+    for table in [cloud::S3_OPTIONS, cloud::GCS_OPTIONS, cloud::AZBLOB_OPTIONS] {
+        for name in table.iter().flat_map(|(_, names)| names.iter()) {
+            let short = name.strip_prefix("aws_").unwrap_or(name);
+            assert!(
+                docs.contains(&format!("`{name}`")) || docs.contains(&format!("`aws_{short}`")),
+                "the module docs do not name the option {name}"
+            );
+        }
+    }
 }

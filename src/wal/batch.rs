@@ -64,17 +64,42 @@ impl OpenBatch {
     }
 
     /// Whether every region of an append still has positions left here.
-    pub(crate) fn has_positions_for(&self, needed: &BTreeMap<RegionId, u64>) -> bool {
-        needed.iter().all(|(region, n)| {
+    /// Without allocating while the batch is far from the limit.
+    pub(crate) fn has_positions_for(&self, entries: &[(RegionId, Bytes)]) -> bool {
+        if self.entries.saturating_add(entries.len() as u64) <= MAX_POSITION {
+            return true;
+        }
+        positions_needed(entries).iter().all(|(region, n)| {
             let used = self.regions.get(region).map_or(0, |v| v.len() as u64);
             used + n <= MAX_POSITION
         })
     }
 
-    /// Admits an append whole and returns its ids in input order. The caller
-    /// checked positions first.
-    pub(crate) fn admit(&mut self, entries: Vec<(RegionId, Bytes)>) -> Vec<EntryId> {
+    /// The encoded bytes an append would add (an upper bound: a region's
+    /// footer entry is counted once per run of its entries).
+    pub(crate) fn encoded_growth(&self, entries: &[(RegionId, Bytes)]) -> u64 {
+        let mut bytes = 0u64;
+        let mut previous = None;
+        for (region, data) in entries {
+            bytes += data.len() as u64 + ENTRY_OVERHEAD as u64;
+            if previous != Some(*region) && !self.regions.contains_key(region) {
+                bytes += FOOTER_ENTRY_LEN as u64;
+            }
+            previous = Some(*region);
+        }
+        bytes
+    }
+
+    /// Admits an append whole; returns its ids in input order and the
+    /// largest id it got per region (in runs of the input). The caller
+    /// checked positions first. Payloads are not copied here: the one copy
+    /// is into the object at seal.
+    pub(crate) fn admit(
+        &mut self,
+        entries: Vec<(RegionId, Bytes)>,
+    ) -> (Vec<EntryId>, Vec<(RegionId, EntryId)>) {
         let mut ids = Vec::with_capacity(entries.len());
+        let mut last: Vec<(RegionId, EntryId)> = Vec::new();
         for (region, data) in entries {
             let segment = self.regions.entry(region).or_default();
             let id = format::entry_id(self.sequence, segment.len() as u64 + 1);
@@ -82,8 +107,20 @@ impl OpenBatch {
             self.entries += 1;
             segment.push((id, data));
             ids.push(id);
+            match last.last_mut() {
+                Some((r, l)) if *r == region => *l = id,
+                _ => last.push((region, id)),
+            }
         }
-        ids
+        (ids, last)
+    }
+
+    /// The largest id of `region` in this batch.
+    pub(crate) fn last_id(&self, region: RegionId) -> Option<EntryId> {
+        self.regions
+            .get(&region)
+            .and_then(|entries| entries.last())
+            .map(|(id, _)| *id)
     }
 
     /// The bytes the batch's segments and footer will take.
@@ -128,13 +165,25 @@ mod tests {
     #[test]
     fn ids_follow_sequence_and_positions_per_region() {
         let mut b = OpenBatch::new(7, Instant::now());
-        let ids = b.admit(vec![
+        let (ids, last) = b.admit(vec![
             (1, Bytes::from_static(b"a")),
             (2, Bytes::from_static(b"b")),
         ]);
         assert_eq!(ids, vec![format::entry_id(7, 1), format::entry_id(7, 1)]);
-        let ids = b.admit(vec![(1, Bytes::from_static(b"cc"))]);
+        assert_eq!(
+            last,
+            vec![(1, format::entry_id(7, 1)), (2, format::entry_id(7, 1))]
+        );
+        let growth = b.encoded_growth(&[(1, Bytes::from_static(b"cc"))]);
+        assert_eq!(growth, 2 + 12, "region 1 has its footer entry already");
+        let (ids, _) = b.admit(vec![(1, Bytes::from_static(b"cc"))]);
         assert_eq!(ids, vec![format::entry_id(7, 2)]);
+        assert_eq!(b.last_id(1), Some(format::entry_id(7, 2)));
+        assert_eq!(b.last_id(3), None);
+        assert_eq!(
+            b.encoded_growth(&[(3, Bytes::from_static(b"x")), (3, Bytes::from_static(b"y"))]),
+            2 + 24 + 48
+        );
         assert_eq!(b.payload_bytes, 4);
         assert_eq!(b.entries, 3);
         assert_eq!(b.encoded_bytes(), 4 + 3 * 12 + 2 * 48);
@@ -147,11 +196,18 @@ mod tests {
 
     #[test]
     fn positions_run_out_per_region() {
-        let b = OpenBatch::new(1, Instant::now());
-        let mut needed = BTreeMap::new();
-        needed.insert(5, MAX_POSITION);
-        assert!(b.has_positions_for(&needed));
-        needed.insert(5, MAX_POSITION + 1);
-        assert!(!b.has_positions_for(&needed));
+        let mut b = OpenBatch::new(1, Instant::now());
+        let row = |r: RegionId| (r, Bytes::new());
+        let full: Vec<_> = (0..MAX_POSITION).map(|_| row(5)).collect();
+        assert!(b.has_positions_for(&full));
+        b.admit(full);
+        assert!(!b.has_positions_for(&[row(5)]));
+        assert!(
+            b.has_positions_for(&[row(6)]),
+            "another region still has room"
+        );
+        assert!(!b.is_empty());
+        let needed = positions_needed(&[row(1), row(2), row(1)]);
+        assert_eq!(needed.into_iter().collect::<Vec<_>>(), vec![(1, 2), (2, 1)]);
     }
 }

@@ -4,6 +4,7 @@
 //! |---------------------------------------|----------------------------------|------------|
 //! | `New`                                 | -                                | `Durable`  |
 //! | `AlreadyExists`                       | identical bytes                  | `Durable` (a retry whose first response was lost) |
+//! | `AlreadyExists`                       | missing                          | `Failed`, transient (a racing or crashed request: object_store reports any 409 so) |
 //! | `AlreadyExists`                       | other bytes, earlier epoch       | `Stale`    |
 //! | `AlreadyExists`                       | other bytes, same or later epoch, or not an object | `Conflict` |
 //! | error                                 | identical bytes                  | `Durable`  |
@@ -26,11 +27,60 @@ pub(crate) enum CreateOutcome {
     /// The create failed and our bytes are not there.
     Failed(StorageError),
     /// Another object of an earlier epoch holds the key: a late object of an
-    /// older instance. Only this batch is lost.
+    /// older instance. Only this batch is lost. (An empty one is deleted
+    /// first when the caller allows it, see [`create_data_object`].)
     Stale { epoch: u64 },
     /// Another object of the same or a later epoch holds the key (`None`
     /// when it is not even an objwal object): another writer.
     Conflict { epoch: Option<u64> },
+}
+
+/// Deletes of an older process's marker a data create makes before it
+/// reports the sequence stale (the marker's writer may repeat its create
+/// once or twice before its next probe fences it).
+const MARKER_DELETES: usize = 3;
+
+/// Creates a data object (a batch) at one of this process's data sequences:
+/// as [`create_object`], but an *empty* object of an earlier epoch found
+/// there is a marker that landed after this process listed (rule W6 of
+/// `reach.rs`): no probe of its writer verified it and nothing depends on
+/// it, so it is deleted and the create repeated.
+pub(crate) async fn create_data_object(
+    storage: &Storage,
+    key: &str,
+    bytes: Bytes,
+    epoch: u64,
+) -> CreateOutcome {
+    let mut outcome = create_object(storage, key, bytes.clone(), epoch).await;
+    for _ in 0..MARKER_DELETES {
+        let CreateOutcome::Stale { epoch: older } = outcome else {
+            return outcome;
+        };
+        if !is_empty_object(storage, key).await {
+            return outcome;
+        }
+        tracing::info!(
+            key,
+            older,
+            "deleting an older process's marker at a data sequence"
+        );
+        if let Err(e) = storage.delete(key).await {
+            return CreateOutcome::Failed(e);
+        }
+        outcome = create_object(storage, key, bytes.clone(), epoch).await;
+    }
+    outcome
+}
+
+/// Whether `key` holds an empty objwal object (no segment, no release
+/// record): exactly a header and a trailer that decode as one object.
+async fn is_empty_object(storage: &Storage, key: &str) -> bool {
+    match storage.read(key, 0..format::MIN_OBJECT_LEN).await {
+        Ok(bytes) => {
+            format::decode(&bytes).is_ok_and(|o| o.segments.is_empty() && o.releases.is_empty())
+        }
+        Err(_) => false,
+    }
 }
 
 /// Creates `key` with `bytes` and classifies the outcome for a writer of `epoch`.
@@ -66,7 +116,16 @@ async fn classify_existing(
         Ok(found) if found == *ours => return CreateOutcome::Durable,
         Ok(_) => {}
         Err(e) if e.is_not_found() => {
-            return CreateOutcome::Failed(failure.unwrap_or(e));
+            // "Already exists" with nothing there is a race (object_store
+            // maps every HTTP 409, S3's ConditionalRequestConflict included,
+            // to AlreadyExists): it may pass, so it is transient.
+            return CreateOutcome::Failed(failure.unwrap_or_else(|| {
+                StorageError::transient(
+                    "the create answered that the key exists, but nothing is there \
+                     (a racing or crashed request)",
+                )
+                .with_key(key)
+            }));
         }
         Err(e) if e.is_transient() => return CreateOutcome::Failed(failure.unwrap_or(e)),
         // A permanent read error over our length: the object is shorter

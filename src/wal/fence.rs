@@ -3,8 +3,11 @@
 //! Every process that opens a prefix for writing first claims its epoch by
 //! creating the fence object `<prefix>/fences/<epoch>.fence` with a
 //! conditional create, before it lists anything. Epochs are dense: an
-//! opener claims one above the largest fence it finds, and moves one up when
-//! another opener's create wins the same key. So a process of epoch `e` is
+//! opener claims one above the largest fence it finds, and moves one up only
+//! when it has read another opener's fence at the key. A create that answers
+//! "already exists" while nothing is there (a racing or crashed request:
+//! object_store reports any HTTP 409 so) is repeated on the same key, never
+//! skipped, so no epoch is left without a fence. So a process of epoch `e` is
 //! fenced exactly when the fence of `e + 1` exists, and learns it with one
 //! read of one key.
 //!
@@ -24,18 +27,29 @@ use bytes::{BufMut, Bytes, BytesMut};
 use crate::error::Error;
 use crate::storage::keys::Prefix;
 use crate::storage::{Created, ObjectStorage, Storage, StorageError};
+use crate::wal::retry::RetryPolicy;
 
 /// The magic of a fence object.
 const FENCE_MAGIC: &[u8; 8] = b"OBJWALFN";
 
-/// Sequences a newer process leaves free after its start object: the
-/// largest number of creates an older process can have started beyond its
-/// last acknowledged object (`max_inflight_creates` is at most 64).
-pub(crate) const FENCE_GAP: u64 = 64;
+/// How far above the number of fences a fence may lie and still be taken
+/// as ours (fences are dense; one far above is damage or a foreign writer).
+const PLAUSIBLE_FENCE_SLACK: u64 = 64;
 
-/// Fences a claim tries before it gives up (each loss means another opener
-/// took the epoch at the same moment).
+/// Creates a claim tries before it gives up (each is a loss to another
+/// opener, or a racing request on the same key).
 const CLAIM_ATTEMPTS: usize = 16;
+
+/// What a fence create achieved.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Claim {
+    /// The fence is ours.
+    Won,
+    /// Another opener's fence is there.
+    Lost,
+    /// "Already exists", yet nothing is there: repeat the same key.
+    Phantom,
+}
 
 /// The bytes of the fence of `epoch`: the magic, the epoch, and a nonce
 /// that tells this opener's fence from another's of the same epoch (so a
@@ -54,20 +68,23 @@ fn fence_bytes(epoch: u64) -> Bytes {
     b.freeze()
 }
 
-/// Creates the fence `bytes` at `key`: whether this opener holds it. A
-/// create that reports an error or an existing key is decided by reading
-/// the key back (our own bytes: a retry whose first response was lost).
-async fn create_fence(storage: &Storage, key: &str, bytes: Bytes) -> Result<bool, Error> {
+/// Creates the fence `bytes` at `key`. A create that reports an error or an
+/// existing key is decided by reading the key back (our own bytes: a retry
+/// whose first response was lost).
+async fn create_fence(storage: &Storage, key: &str, bytes: Bytes) -> Result<Claim, Error> {
     let failure = match storage.create(key, bytes.clone()).await {
-        Ok(Created::New) => return Ok(true),
+        Ok(Created::New) => return Ok(Claim::Won),
         Ok(Created::AlreadyExists) => None,
         Err(e) => Some(e),
     };
     match storage.read(key, 0..bytes.len() as u64).await {
-        Ok(found) => Ok(found == bytes),
-        Err(e) if e.is_not_found() || !e.is_transient() => match failure {
+        Ok(found) if found == bytes => Ok(Claim::Won),
+        // Shorter than ours, or other bytes: another opener's fence.
+        Ok(_) => Ok(Claim::Lost),
+        Err(e) if !e.is_not_found() && !e.is_transient() => Ok(Claim::Lost),
+        Err(e) if e.is_not_found() => match failure {
             Some(f) => Err(f.into()),
-            None => Ok(false),
+            None => Ok(Claim::Phantom),
         },
         Err(e) => Err(failure.unwrap_or(e).into()),
     }
@@ -87,7 +104,7 @@ pub(crate) async fn fence_epochs(storage: &Storage, prefix: &Prefix) -> Result<V
     let count = epochs.len() as u64;
     let (plausible, implausible): (Vec<u64>, Vec<u64>) = epochs
         .into_iter()
-        .partition(|e| *e <= count + super::fence::FENCE_GAP);
+        .partition(|e| *e <= count + PLAUSIBLE_FENCE_SLACK);
     for epoch in implausible {
         tracing::warn!(
             epoch,
@@ -99,28 +116,58 @@ pub(crate) async fn fence_epochs(storage: &Storage, prefix: &Prefix) -> Result<V
 }
 
 /// Claims the first free epoch above `floor` and above every plausible
-/// fence: creates its fence. Returns the claimed epoch.
+/// fence: creates its fence. Returns the claimed epoch. It moves to the next
+/// epoch only once it read another opener's fence at the key, and repeats a
+/// create answered "already exists" over nothing after `retry`'s delay.
 pub(crate) async fn claim_epoch(
     storage: &Storage,
     prefix: &Prefix,
     floor: u64,
+    retry: &RetryPolicy,
 ) -> Result<u64, Error> {
     let fences = fence_epochs(storage, prefix).await?;
-    let first = fences.last().copied().unwrap_or(0).max(floor) + 1;
-    for epoch in (first..).take(CLAIM_ATTEMPTS) {
+    let mut epoch = fences.last().copied().unwrap_or(0).max(floor) + 1;
+    let mut backoff = retry.backoff();
+    for _ in 0..CLAIM_ATTEMPTS {
         let key = prefix.fence_key(epoch);
-        if create_fence(storage, &key, fence_bytes(epoch)).await? {
-            tracing::info!(epoch, "claimed the epoch; older processes are fenced");
-            return Ok(epoch);
+        match create_fence(storage, &key, fence_bytes(epoch)).await? {
+            Claim::Won => {
+                tracing::info!(epoch, "claimed the epoch; older processes are fenced");
+                return Ok(epoch);
+            }
+            Claim::Lost => {
+                tracing::info!(
+                    epoch,
+                    "another opener claimed the epoch first; trying the next"
+                );
+                epoch += 1;
+            }
+            Claim::Phantom => {
+                let delay = backoff.fail();
+                tracing::info!(
+                    epoch,
+                    ?delay,
+                    "the fence create answered 'exists' over nothing; repeating it"
+                );
+                tokio::time::sleep(delay).await;
+            }
         }
-        tracing::info!(
-            epoch,
-            "another opener claimed the epoch first; trying the next"
-        );
     }
     Err(Error::recovery(format!(
         "could not claim an epoch after {CLAIM_ATTEMPTS} attempts: other processes keep opening this prefix"
     )))
+}
+
+/// The probe of an opener: a newer process already claimed the prefix.
+pub(crate) async fn check_not_fenced(
+    storage: &Storage,
+    prefix: &Prefix,
+    epoch: u64,
+) -> Result<(), Error> {
+    match fenced_by(storage, prefix, epoch).await? {
+        None => Ok(()),
+        Some(newer) => Err(Error::Fenced { ours: epoch, newer }),
+    }
 }
 
 /// Whether a process of `epoch` is fenced: `Some(newer)` when the fence of

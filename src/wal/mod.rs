@@ -1,7 +1,7 @@
 //! The log store: the public handle, its actor, the batch, the upload
 //! pipeline, recovery and the read path.
 //!
-//! A [`Wal`] is a cheap handle to one actor task ([`actor`]) that owns all
+//! A [`Wal`] is a cheap handle to one actor task (`actor`) that owns all
 //! mutable state. [`WalReader`] recovers the same catalog without writing,
 //! for tools and for replaying another node's log.
 
@@ -15,7 +15,7 @@ use tokio::sync::oneshot;
 use tokio::time::Instant;
 use tracing::Instrument;
 
-use crate::catalog::{Catalog, IndexedObject};
+use crate::catalog::{Catalog, IndexedObject, RegionInfo};
 use crate::config::Config;
 use crate::error::Error;
 use crate::format;
@@ -26,13 +26,18 @@ use crate::{EntryId, RegionId};
 
 mod actor;
 mod batch;
-mod create;
+pub(crate) mod create;
+pub mod damage;
 mod fence;
 mod policy;
+mod quarantine;
+mod reach;
 mod reader;
 mod recovery;
+mod retry;
 
 use actor::{Actor, Command, Start};
+use damage::Damage;
 use reader::{Holes, ReadContext, SegmentPage, SegmentSource};
 
 /// One entry of a region.
@@ -46,7 +51,9 @@ pub struct Entry {
     pub data: Bytes,
 }
 
-/// A corrupted segment a read skipped under `CorruptionPolicy::Skip`.
+/// Entries a region misses: a corrupted segment a read skipped under
+/// `CorruptionPolicy::Skip`, or what a damaged object that recovery left
+/// out of replay held (see [`crate::DamagePolicy`] and [`damage`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Hole {
     /// The region whose entries are missing.
@@ -67,6 +74,8 @@ pub(crate) struct Shared {
     /// Per region, the largest acknowledged id.
     latest: Mutex<HashMap<RegionId, EntryId>>,
     holes: Arc<Holes>,
+    /// What recovery left out of replay (its holes join the reads' holes).
+    damage: Arc<Damage>,
     stop_result: OnceLock<Result<(), Error>>,
 }
 
@@ -96,8 +105,12 @@ pub(crate) struct Launch {
     pub(crate) config: Config,
     pub(crate) epoch: u64,
     pub(crate) catalog: Catalog,
-    pub(crate) watermarks: HashMap<RegionId, EntryId>,
     pub(crate) next_sequence: u64,
+    /// A sequence present before a probe that missed every newer fence
+    /// (the start object): where reach starts.
+    pub(crate) verified: u64,
+    /// What recovery left out of replay.
+    pub(crate) damage: Arc<Damage>,
 }
 
 struct Handle {
@@ -138,40 +151,44 @@ impl Wal {
 
     async fn open_in(storage: Storage, prefix: Prefix, config: Config) -> Result<Wal, Error> {
         let started = Instant::now();
+        let storage = storage.with_request_timeout(config.request_timeout);
+        let retry = retry::RetryPolicy::new(&config, 0);
         // Claim the epoch before listing anything: an older process that
         // finds no fence when it acknowledges has its objects in our listing.
-        let mut epoch = fence::claim_epoch(&storage, &prefix, 0).await?;
+        let mut epoch = fence::claim_epoch(&storage, &prefix, 0, &retry).await?;
         let recovered = loop {
-            let recovered =
-                recovery::recover(&storage, &prefix, config.recovery_concurrency).await?;
+            let recovered = recovery::recover_with(&storage, &prefix, &config).await?;
             if recovered.selection.max_epoch < epoch {
                 break recovered;
             }
             // Objects written without fences (or by a foreign writer): claim
             // above them and list again.
-            epoch = fence::claim_epoch(&storage, &prefix, recovered.selection.max_epoch).await?;
+            epoch = fence::claim_epoch(&storage, &prefix, recovered.selection.max_epoch, &retry)
+                .await?;
         };
+        let listed = recovered.selection.max_sequence;
         let mut catalog = recovered.catalog;
-        let watermarks = release_watermarks(&catalog);
+        // Rule W5 (reach.rs) from the first create on: the listing is
+        // verified by a probe before the start object, the start object by a
+        // probe before any data. A newer process that claimed in between
+        // fences this one here.
+        fence::check_not_fenced(&storage, &prefix, epoch).await?;
         // Every object of epoch e lies at a sequence >= e (see
         // recovery::check_plausible), so the start object does too.
-        let first = (recovered.selection.max_sequence + 1).max(epoch);
+        let first = (listed + 1).max(epoch);
         let start = recovery::write_start_object(
             &storage,
             &prefix,
             epoch,
             first,
+            reach::Reach::new(epoch, listed),
             &mut catalog,
-            &watermarks,
         )
         .await?;
-        // An older process may still land up to FENCE_GAP objects after its
-        // last acknowledged one: the first data sequence lies beyond them.
-        let next_sequence = if epoch > 1 {
-            start + fence::FENCE_GAP
-        } else {
-            start + 1
-        };
+        fence::check_not_fenced(&storage, &prefix, epoch).await?;
+        // An older process may still land objects up to `listed + GAP`: the
+        // first data sequence lies beyond them.
+        let next_sequence = reach::first_data_sequence(epoch, listed, start);
         let metrics = StoreMetrics::new(prefix.as_str());
         metrics.recovery.record(started.elapsed().as_secs_f64());
         tracing::info!(
@@ -186,8 +203,9 @@ impl Wal {
             config,
             epoch,
             catalog,
-            watermarks,
             next_sequence,
+            verified: start,
+            damage: Arc::new(recovered.damage),
         }))
     }
 
@@ -196,7 +214,11 @@ impl Wal {
         let metrics = StoreMetrics::new(launch.prefix.as_str());
         metrics.indexed_objects.set(launch.catalog.len() as f64);
         metrics.indexed_bytes.set(launch.catalog.bytes() as f64);
-        let shared = Arc::new(Shared::default());
+        launch.damage.set_gauges(&metrics);
+        let shared = Arc::new(Shared {
+            damage: launch.damage.clone(),
+            ..Shared::default()
+        });
         let acked: Vec<_> = launch
             .catalog
             .regions()
@@ -250,7 +272,12 @@ impl Wal {
         let source = Arc::new(ActorSource {
             tx: self.handle.tx.clone(),
         });
-        reader::read(source, self.handle.read.clone(), region, from)
+        let entries = reader::read(source, self.handle.read.clone(), region, from);
+        let policy = self.handle.read.policy;
+        self.handle
+            .shared
+            .damage
+            .guard(policy, region, from, entries)
     }
 
     /// Marks the entries of `region` up to `id` obsolete (flushed by the
@@ -284,18 +311,48 @@ impl Wal {
     }
 
     /// Returns once every entry of `region` up to `id` is durable and
-    /// indexed (at once for ids that already are).
+    /// indexed (at once for ids that already are, also when collection has
+    /// deleted their object since). An id that was never handed out is an
+    /// `InvalidArgument`.
     pub async fn wait_durable(&self, region: RegionId, id: EntryId) -> Result<(), Error> {
         self.call(|reply| Command::WaitDurable { region, id, reply })
             .await
     }
 
-    /// The corrupted segments of `region` that reads skipped.
-    pub fn holes(&self, region: RegionId) -> Vec<Hole> {
-        self.handle.shared.holes.of(region)
+    /// Seals the open batch now and returns once everything admitted before
+    /// this call is durable and indexed (in both ack modes): the barrier
+    /// before a planned shutdown or a checkpoint.
+    pub async fn flush(&self) -> Result<(), Error> {
+        self.call(|reply| Command::Flush { reply }).await
     }
 
-    /// Stops the store. Idempotent: later calls return the first result.
+    /// What `region` misses: the corrupted segments reads skipped, and the
+    /// entries of damaged objects recovery left out of replay (known from
+    /// the open on; see [`crate::DamagePolicy`]).
+    pub fn holes(&self, region: RegionId) -> Vec<Hole> {
+        let shared = &self.handle.shared;
+        let mut holes = shared.damage.holes(region);
+        holes.extend(shared.holes.of(region));
+        holes
+    }
+
+    /// What the log holds per region (see [`RegionInfo`]), in region order:
+    /// every region with an indexed segment or a release, with its first and
+    /// last indexed id, entries and bytes held, watermark and whether it is
+    /// released. Entries not yet in an indexed object are not counted.
+    ///
+    /// Answered by the actor, which owns the catalog: it fails with
+    /// [`Error::Stopped`] once the store is stopped, and still answers
+    /// when the store is poisoned.
+    pub async fn regions(&self) -> Result<Vec<RegionInfo>, Error> {
+        self.call(|reply| Command::Regions { reply }).await
+    }
+
+    /// Stops the store: seals and uploads everything admitted and
+    /// acknowledges it, in both ack modes, within `stop_attempts` repeats of
+    /// a failed create; what it gives up is reported as `Error::Lost`.
+    /// Idempotent: later calls return the first result. (Dropping every
+    /// handle instead is a crash: nothing more is created.)
     pub async fn stop(&self) -> Result<(), Error> {
         if let Some(result) = self.handle.shared.stop_result.get() {
             return result.clone();
@@ -311,11 +368,6 @@ impl Wal {
             other => other,
         }
     }
-}
-
-/// Watermarks seeded from the release records of the indexed objects.
-fn release_watermarks(catalog: &Catalog) -> HashMap<RegionId, EntryId> {
-    catalog.released().clone()
 }
 
 struct ActorSource {
@@ -365,6 +417,7 @@ pub struct WalReader {
     catalog: Arc<Catalog>,
     read: ReadContext,
     orphans: Arc<Vec<u64>>,
+    damage: Arc<Damage>,
 }
 
 impl std::fmt::Debug for WalReader {
@@ -381,12 +434,15 @@ impl WalReader {
     pub async fn open(storage: Storage, prefix: &str, config: Config) -> Result<WalReader, Error> {
         config.validate()?;
         let prefix = Prefix::new(prefix)?;
-        let recovered = recovery::recover(&storage, &prefix, config.recovery_concurrency).await?;
+        let recovered = recovery::recover_with(&storage, &prefix, &config).await?;
+        let metrics = StoreMetrics::new(prefix.as_str());
+        recovered.damage.set_gauges(&metrics);
         Ok(WalReader {
             catalog: Arc::new(recovered.catalog),
             orphans: Arc::new(recovered.selection.orphans),
+            damage: Arc::new(recovered.damage),
             read: ReadContext {
-                metrics: StoreMetrics::new(prefix.as_str()),
+                metrics,
                 storage,
                 prefix,
                 policy: config.on_corrupted_segment,
@@ -402,7 +458,8 @@ impl WalReader {
         region: RegionId,
         from: EntryId,
     ) -> impl Stream<Item = Result<Entry, Error>> + Send + 'static {
-        reader::read(self.catalog.clone(), self.read.clone(), region, from)
+        let entries = reader::read(self.catalog.clone(), self.read.clone(), region, from);
+        self.damage.guard(self.read.policy, region, from, entries)
     }
 
     /// The largest indexed entry id of `region`; 0 when it has none.
@@ -410,9 +467,12 @@ impl WalReader {
         self.catalog.last_id(region)
     }
 
-    /// The regions with indexed segments, in id order.
-    pub fn regions(&self) -> Vec<RegionId> {
-        self.catalog.regions()
+    /// What the prefix holds per region (see [`RegionInfo`]), in region
+    /// order: every region with an indexed segment or an indexed release.
+    /// A reader knows no engine watermarks, so `watermark` is the
+    /// released-through id of released regions and 0 otherwise.
+    pub fn regions(&self) -> Vec<RegionInfo> {
+        self.catalog.region_infos(&HashMap::new(), &HashMap::new())
     }
 
     /// The indexed objects, by sequence.
@@ -425,9 +485,13 @@ impl WalReader {
         &self.orphans
     }
 
-    /// Corrupted segments the reads of this reader skipped.
+    /// What `region` misses: the entries of damaged objects recovery left
+    /// out of replay, and the corrupted segments the reads of this reader
+    /// skipped.
     pub fn holes(&self, region: RegionId) -> Vec<Hole> {
-        self.read.holes.of(region)
+        let mut holes = self.damage.holes(region);
+        holes.extend(self.read.holes.of(region));
+        holes
     }
 }
 

@@ -7,21 +7,28 @@
 //! Chain selection ([`crate::catalog::chain`]) picks the history; the tip's
 //! chain is indexed; everything else is an orphan whose sequence and epoch
 //! still count. Structural damage of any object fails recovery, naming the
-//! key: nothing about such an object can be trusted.
+//! key (nothing about such an object can be trusted), unless the
+//! configuration quarantines it or `objwal repair` moved it aside
+//! ([`super::quarantine`], [`super::damage`]). Intact objects above the tip
+//! that will not be replayed are named in a warning each.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
 use bytes::Bytes;
 use futures::{StreamExt, TryStreamExt};
 
-use crate::catalog::chain::{self, ObjectSummary, Selection};
+use crate::catalog::chain::{ObjectSummary, Selection};
 use crate::catalog::{Catalog, IndexedObject};
+use crate::config::{Config, DamagePolicy};
 use crate::error::Error;
 use crate::format::{self, Header, Link, Object, ReleaseRecord, Tail, TailDecode};
 use crate::storage::keys::Prefix;
 use crate::storage::{ObjectStorage, Storage};
 use crate::wal::create::{create_object, CreateOutcome};
-use crate::{EntryId, RegionId};
+use crate::wal::damage::{parse_quarantine_key, quarantine_prefix, Damage};
+use crate::wal::fence;
+use crate::wal::quarantine::{self, examine, learn, Examined};
+use crate::wal::reach::Reach;
 
 /// Bytes read at the end of each object: the trailer, a footer of about a
 /// thousand segments, and usually the release segment before it.
@@ -58,15 +65,44 @@ pub(crate) struct Recovered {
     pub(crate) catalog: Catalog,
     /// The chain selection.
     pub(crate) selection: Selection,
+    /// What recovery left out of replay: damaged objects (quarantined) and
+    /// intact objects above the tip off its chain.
+    pub(crate) damage: Damage,
 }
 
-/// Lists `prefix` and rebuilds its catalog. Writes nothing.
-#[tracing::instrument(name = "recover", skip_all, fields(prefix = %prefix))]
+/// Lists `prefix` and rebuilds its catalog, failing on a damaged object.
+/// Writes nothing.
+#[cfg(test)]
 pub(crate) async fn recover(
     storage: &Storage,
     prefix: &Prefix,
     concurrency: usize,
 ) -> Result<Recovered, Error> {
+    let config = Config {
+        recovery_concurrency: concurrency,
+        on_damaged_object: DamagePolicy::Fail,
+        ..Config::default()
+    };
+    recover_with(storage, prefix, &config).await
+}
+
+/// Lists `prefix` and rebuilds its catalog. Writes nothing.
+///
+/// `config` gives the tail reads in flight (`recovery_concurrency`) and
+/// what a damaged object does (`on_damaged_object`). A structurally
+/// damaged object under `objects/` fails recovery under
+/// [`DamagePolicy::Fail`]; under [`DamagePolicy::Quarantine`] it is left
+/// out of replay ([`super::quarantine`]). Objects `objwal repair` moved
+/// under `quarantine/` are left out under either policy: the operator
+/// decided. Each damaged object, and each intact object above the tip that
+/// will not be replayed, is logged as a warning naming what it holds.
+#[tracing::instrument(name = "recover", skip_all, fields(prefix = %prefix))]
+pub(crate) async fn recover_with(
+    storage: &Storage,
+    prefix: &Prefix,
+    config: &Config,
+) -> Result<Recovered, Error> {
+    let (concurrency, policy) = (config.recovery_concurrency, config.on_damaged_object);
     let listed = storage.list(&prefix.objects_prefix()).await?;
     let mut keyed = Vec::with_capacity(listed.len());
     for meta in listed {
@@ -75,47 +111,111 @@ pub(crate) async fn recover(
             None => tracing::warn!(key = %meta.key, "ignoring a key that is not an object key"),
         }
     }
-    let read: Vec<Option<(u64, RecoveredObject)>> = futures::stream::iter(keyed)
+    let read: Vec<Option<(u64, Examined)>> = futures::stream::iter(keyed)
         .map(|(sequence, meta)| async move {
-            let object = match read_tail(storage, &meta.key, meta.size).await {
-                Ok(object) => object,
+            match examine(storage, &meta.key, meta.size, sequence).await? {
+                Some(examined) => Ok::<_, Error>(Some((sequence, examined))),
                 // Listed, then gone: collected by a writer (an older process
                 // still collecting, or this one before a crash). Only
                 // garbage is deleted; chain selection notices if a needed
                 // object is missing.
-                Err(Error::Storage { source }) if source.is_not_found() => {
+                None => {
                     tracing::info!(key = %meta.key, "an object vanished after the listing: collected");
-                    return Ok(None);
+                    Ok(None)
                 }
-                Err(e) => return Err(e),
-            };
-            let found = object.tail.header().sequence;
-            check_plausible(&meta.key, object.tail.header())?;
-            if found != sequence {
-                return Err(Error::recovery(format!(
-                    "object {} holds sequence {found}, not the sequence of its key",
-                    meta.key
-                )));
             }
-            Ok::<_, Error>(Some((sequence, object)))
         })
         .buffer_unordered(concurrency.max(1))
         .try_collect()
         .await?;
-    let objects: BTreeMap<u64, RecoveredObject> = read.into_iter().flatten().collect();
-
-    let summaries: BTreeMap<u64, ObjectSummary> =
-        objects.iter().map(|(s, o)| (*s, o.summary())).collect();
-    let selection = chain::select(&summaries).map_err(|e| Error::recovery(e.to_string()))?;
-    let mut catalog = Catalog::new();
-    for sequence in &selection.chain {
-        if let Some(object) = objects.get(sequence) {
-            catalog
-                .insert(object.indexed())
-                .map_err(|e| Error::recovery(e.to_string()))?;
+    let mut intact = BTreeMap::new();
+    let mut damaged = BTreeMap::new();
+    for (sequence, examined) in read.into_iter().flatten() {
+        match examined {
+            Examined::Intact(object) => {
+                intact.insert(sequence, object);
+            }
+            Examined::Damaged(d) => {
+                damaged.insert(sequence, d);
+            }
         }
     }
-    Ok(Recovered { catalog, selection })
+    if policy == DamagePolicy::Fail {
+        if let Some((_, d)) = damaged.pop_first() {
+            tracing::error!(key = %d.key, error = %d.error,
+                "a damaged object stops the open: set on_damaged_object = \"quarantine\" to open \
+                 without it, or move it aside with `objwal repair`");
+            return Err(d.error);
+        }
+    }
+    for (sequence, d) in quarantined(storage, prefix, &intact, &damaged).await? {
+        damaged.insert(sequence, d);
+    }
+    let (catalog, selection, damage) =
+        quarantine::assemble(&intact, &damaged, |s| prefix.object_key(s))?;
+    warn(&damage);
+    Ok(Recovered {
+        catalog,
+        selection,
+        damage,
+    })
+}
+
+/// The objects `objwal repair` moved under `quarantine/` whose sequence is
+/// not (again) under `objects/`, as damaged objects.
+async fn quarantined(
+    storage: &Storage,
+    prefix: &Prefix,
+    intact: &BTreeMap<u64, RecoveredObject>,
+    damaged: &BTreeMap<u64, quarantine::Damaged>,
+) -> Result<Vec<(u64, quarantine::Damaged)>, Error> {
+    let mut found = Vec::new();
+    for meta in storage.list(&quarantine_prefix(prefix)).await? {
+        let Some(sequence) = parse_quarantine_key(prefix, &meta.key) else {
+            continue;
+        };
+        if intact.contains_key(&sequence) || damaged.contains_key(&sequence) {
+            continue;
+        }
+        let (header, segments) = match learn(storage, &meta.key, meta.size, sequence).await {
+            Err(Error::Storage { source }) if source.is_not_found() => continue,
+            other => other?,
+        };
+        found.push((
+            sequence,
+            quarantine::Damaged {
+                error: Error::recovery(format!(
+                    "moved aside by objwal repair (from {})",
+                    prefix.object_key(sequence)
+                )),
+                key: meta.key,
+                size: meta.size,
+                quarantined: true,
+                header,
+                segments,
+            },
+        ));
+    }
+    Ok(found)
+}
+
+/// Logs what recovery leaves out of replay, one warning per object.
+fn warn(damage: &Damage) {
+    for d in &damage.damaged {
+        if d.missing {
+            tracing::warn!(key = %d.key, reason = %d.reason, held = %d.held(),
+                "a damaged object is left out of replay: its entries are holes");
+        } else if d.quarantined {
+            tracing::debug!(key = %d.key, "a quarantined object no longer matters to replay");
+        } else {
+            tracing::warn!(key = %d.key, reason = %d.reason,
+                "a damaged object off the chain (an orphan, or garbage below the boundary)");
+        }
+    }
+    for u in &damage.unreplayed {
+        tracing::warn!(key = %u.key, held = %u.held(), broken_at = u.broken_at,
+            "an object above the tip will not be replayed: its chain breaks at a missing object");
+    }
 }
 
 /// Reads the tail window of one object (and the footer or the release
@@ -173,15 +273,16 @@ pub(crate) async fn read_tail(
 /// the listing (an older process's create that was in flight). When it
 /// continues the tip's chain it is adopted (indexed as the new tip: it may
 /// hold entries the older process acknowledged); otherwise it is an orphan.
-/// Either way the start object moves to the next sequence. An object of the
-/// same or a later epoch means another opener: recovery fails.
+/// Either way the start object moves to the next sequence (within `reach`,
+/// rule W5: past it, a probe first verifies the late object just met). An
+/// object of the same or a later epoch means another opener: recovery fails.
 pub(crate) async fn write_start_object(
     storage: &Storage,
     prefix: &Prefix,
     epoch: u64,
     first: u64,
+    mut reach: Reach,
     catalog: &mut Catalog,
-    watermarks: &HashMap<RegionId, EntryId>,
 ) -> Result<u64, Error> {
     let mut sequence = first;
     loop {
@@ -190,12 +291,20 @@ pub(crate) async fn write_start_object(
                 "no sequence is left for a start object: the prefix is exhausted",
             ));
         }
+        if !reach.allows(sequence) {
+            // Late objects filled the sequences up to here; the one below is
+            // present, and a probe that misses every newer fence verifies it.
+            fence::check_not_fenced(storage, prefix, epoch).await?;
+            reach.verify(sequence - 1);
+        }
         let link = catalog.tip().map(|t| Link {
             sequence: t.sequence,
             epoch: t.epoch,
         });
         let floor = catalog.tip().map_or(0, |t| t.reclaim_boundary);
-        let live = catalog.first_live_sequence(|r| watermarks.get(&r).copied().unwrap_or(0));
+        // Only release records count at open: the engine hands its
+        // watermarks in again after the open.
+        let live = catalog.first_live_sequence(|_| 0);
         let header = Header {
             sequence,
             epoch,

@@ -54,6 +54,94 @@ pub fn b(s: &str) -> Bytes {
     Bytes::copy_from_slice(s.as_bytes())
 }
 
+/// The S3 bucket every S3 case uses (created by `scripts/s3-test-server`).
+pub const S3_BUCKET: &str = "objwal-test";
+
+/// The endpoint of the S3-protocol test server, e.g. `http://127.0.0.1:PORT`.
+///
+/// `OBJWAL_S3_ENDPOINT` names a server that is already running (bucket
+/// `objwal-test`). Without it, the first caller runs `scripts/s3-test-server
+/// --exit-with-stdin` (which installs `moto[server]` into `.venv` on first
+/// use) and every later caller in this process shares that server. The
+/// script's standard input is a pipe whose write end this process keeps
+/// open until it exits; the server ends when that pipe closes, so it dies
+/// with the test process however the process ends (even SIGKILL), with no
+/// exit hook and nothing to clean up.
+///
+/// Panics with the reason when no server can be had: an S3 case that cannot
+/// run fails, it never passes without running.
+pub fn s3_endpoint() -> String {
+    static SERVER: std::sync::OnceLock<Result<S3Server, String>> = std::sync::OnceLock::new();
+    match SERVER.get_or_init(S3Server::get) {
+        Ok(server) => server.endpoint.clone(),
+        Err(reason) => panic!("no S3-protocol test server: {reason}"),
+    }
+}
+
+/// The dummy credentials, as environment variables, that
+/// `Storage::from_url("s3://...")` (and an `objwal` process) reads; the test
+/// server accepts any.
+pub fn s3_credentials() -> [(&'static str, &'static str); 2] {
+    [
+        ("AWS_ACCESS_KEY_ID", "objwal-test"),
+        ("AWS_SECRET_ACCESS_KEY", "objwal-test"),
+    ]
+}
+
+/// A running S3-protocol server and what keeps it alive.
+struct S3Server {
+    endpoint: String,
+    /// The write end of the server's standard input; never written, closed
+    /// only when the process exits.
+    _lifeline: Option<std::sync::Mutex<std::process::ChildStdin>>,
+}
+
+impl S3Server {
+    fn get() -> Result<S3Server, String> {
+        if let Ok(endpoint) = std::env::var("OBJWAL_S3_ENDPOINT") {
+            if !endpoint.is_empty() {
+                return Ok(S3Server {
+                    endpoint,
+                    _lifeline: None,
+                });
+            }
+        }
+        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/s3-test-server");
+        let mut child = std::process::Command::new(script)
+            .arg("--exit-with-stdin")
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .map_err(|e| format!("cannot run {script}: {e}"))?;
+        let lifeline = child.stdin.take();
+        // The script exits once the server answers (its own deadline is
+        // ~15 s, plus the first install of moto); the server holds neither
+        // of the script's output pipes, so these reads end with the script.
+        let output = child
+            .wait_with_output()
+            .map_err(|e| format!("{script} did not finish: {e}"))?;
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        if !output.status.success() {
+            return Err(format!(
+                "{script} failed ({}); it needs python3 with venv and pip, and PyPI for the \
+                 first install of moto[server]; its stderr:\n{stderr}",
+                output.status
+            ));
+        }
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        let endpoint = stdout
+            .lines()
+            .find_map(|l| l.strip_prefix("export OBJWAL_S3_ENDPOINT="))
+            .ok_or_else(|| format!("{script} printed no endpoint: {stdout}\n{stderr}"))?
+            .to_owned();
+        Ok(S3Server {
+            endpoint,
+            _lifeline: lifeline.map(std::sync::Mutex::new),
+        })
+    }
+}
+
 /// How long any wait in a test may take before the test fails: far above
 /// what a healthy run needs on a loaded machine, far below a CI timeout.
 pub const DEADLINE: Duration = Duration::from_secs(30);

@@ -13,16 +13,13 @@
 //!   once, with its id and bytes) and guarantee 3 (B is never poisoned).
 //!   `OBJWAL_FENCE_SEED=<n>` runs one seed; a failure names its seed.
 //! - `randomized_two_writers_on_s3`: 20 runs of the same scenario against
-//!   the S3-protocol test server (`OBJWAL_S3_ENDPOINT`), in real time.
+//!   the S3-protocol test server (`crate::common::s3_endpoint`), in real time.
 //! - `a_second_process_fences_a_writing_child` (feature `cli`): the
 //!   `objwal demo-child` process writes a local directory under load; the
 //!   test process opens the same prefix, the child exits by itself reporting
 //!   that it was fenced, and a later reopen replays everything either
 //!   process acknowledged.
-#![allow(
-    clippy::print_stderr,
-    reason = "a failing seed and a skipped S3 run must be seen"
-)]
+#![allow(clippy::print_stderr, reason = "a failing seed must be seen")]
 
 use std::collections::{BTreeMap, HashMap};
 use std::io::Write;
@@ -637,18 +634,7 @@ async fn randomized_two_writers_on_memory() {
 #[cfg(any(feature = "opendal", feature = "object_store"))]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn randomized_two_writers_on_s3() {
-    let endpoint = match std::env::var("OBJWAL_S3_ENDPOINT") {
-        Ok(e) if !e.is_empty() => e,
-        _ => {
-            // Straight to the process's stderr: libtest captures eprintln!.
-            let _ = writeln!(
-                std::io::stderr(),
-                "SKIPPED: OBJWAL_S3_ENDPOINT not set (randomized_two_writers_on_s3); \
-                 run eval \"$(scripts/s3-test-server)\""
-            );
-            return;
-        }
-    };
+    let endpoint = crate::common::s3_endpoint();
     // Read by from_url; every S3 client in this binary uses the same dummies.
     std::env::set_var("AWS_ACCESS_KEY_ID", "objwal-test");
     std::env::set_var("AWS_SECRET_ACCESS_KEY", "objwal-test");

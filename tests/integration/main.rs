@@ -5,12 +5,14 @@
 #[cfg(feature = "cli")]
 mod cli;
 mod common;
+mod embedding;
 mod engine_scenario;
 mod fencing;
 mod format_fixtures;
 mod format_robustness;
 mod format_roundtrip;
 mod hostile_input;
+mod quarantine;
 mod storage_conformance;
 mod storage_crash;
 mod wal_basic;

@@ -2,15 +2,14 @@
 //! backend (memory, file, opendal memory and fs, object_store in-memory and
 //! local, and S3 through both adapters against a real S3-protocol server).
 //!
-//! S3 cases need `OBJWAL_S3_ENDPOINT` (e.g. from `eval "$(scripts/s3-test-server)"`),
-//! bucket `objwal-test`; without it they print `SKIPPED: ...` and pass.
-//! Every S3 case works under its own unique key prefix.
+//! S3 cases use the server of `OBJWAL_S3_ENDPOINT`, or the one the harness
+//! starts ([`crate::common::s3_endpoint`]), bucket `objwal-test`; a case
+//! that cannot get a server fails. Every S3 case works under its own unique
+//! key prefix.
 #![allow(
     clippy::print_stderr,
-    reason = "S3 cases say loudly that they were skipped"
+    reason = "a case reports what it measured on stderr"
 )]
-
-use std::io::Write;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use bytes::Bytes;
@@ -39,23 +38,7 @@ impl Backend {
     }
 }
 
-pub const S3_BUCKET: &str = "objwal-test";
-
-/// The S3 endpoint, or `None` after a loud skip line.
-pub fn s3_endpoint(case: &str) -> Option<String> {
-    match std::env::var("OBJWAL_S3_ENDPOINT") {
-        Ok(e) if !e.is_empty() => Some(e),
-        _ => {
-            // Straight to the process's stderr: libtest captures `eprintln!`
-            // of passing tests, and this line must be seen.
-            let _ = writeln!(
-                std::io::stderr(),
-                "SKIPPED: OBJWAL_S3_ENDPOINT not set ({case}); run eval \"$(scripts/s3-test-server)\""
-            );
-            None
-        }
-    }
-}
+pub use crate::common::S3_BUCKET;
 
 /// A key prefix no other test (or earlier run against the same server) uses.
 pub fn unique_root(tag: &str) -> String {
@@ -142,14 +125,14 @@ mod make {
 
     #[cfg(feature = "opendal")]
     pub async fn opendal_s3(tag: &str) -> Option<Backend> {
-        let endpoint = s3_endpoint(tag)?;
+        let endpoint = crate::common::s3_endpoint();
         let s = Storage::from_opendal(opendal_s3_operator(&endpoint));
         Backend::new(rooted(tag, s))
     }
 
     #[cfg(feature = "object_store")]
     pub async fn object_store_s3(tag: &str) -> Option<Backend> {
-        let endpoint = s3_endpoint(tag)?;
+        let endpoint = crate::common::s3_endpoint();
         let store = object_store::aws::AmazonS3Builder::new()
             .with_bucket_name(S3_BUCKET)
             .with_endpoint(endpoint)
@@ -456,9 +439,7 @@ async fn opendal_fs_atomic_write_dir_is_not_exclusive() {
 #[cfg(any(feature = "opendal", feature = "object_store"))]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn s3_from_url_and_missing_bucket() {
-    let Some(endpoint) = s3_endpoint("s3_from_url_and_missing_bucket") else {
-        return;
-    };
+    let endpoint = crate::common::s3_endpoint();
     // Read by from_url; every S3 client in this binary uses the same dummies.
     std::env::set_var("AWS_ACCESS_KEY_ID", "objwal-test");
     std::env::set_var("AWS_SECRET_ACCESS_KEY", "objwal-test");

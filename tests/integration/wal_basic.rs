@@ -39,7 +39,8 @@ async fn appended_entries_replay_in_order_after_a_reopen() {
     let reader = WalReader::open(storage.clone(), "t", Config::default())
         .await
         .unwrap();
-    assert_eq!(reader.regions(), vec![1, 2]);
+    let regions: Vec<_> = reader.regions().iter().map(|r| r.region).collect();
+    assert_eq!(regions, vec![1, 2]);
     let mut stream = Box::pin(reader.read(1, 0));
     let mut seen = Vec::new();
     while let Some(e) = futures::StreamExt::next(&mut stream).await {

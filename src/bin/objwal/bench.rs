@@ -7,13 +7,20 @@
 //! In enqueued mode a writer also waits for durability behind its appends
 //! (at most `max_unpersisted_bytes` across writers in flight, as an engine
 //! bounds its memtable) and a round ends only once all it appended is
-//! durable, so throughput counts durable bytes. Afterwards the round's
-//! objects are deleted.
+//! durable, so throughput counts durable bytes. Afterwards everything the
+//! round created (objects, fences) is deleted.
+//!
+//! The bench never creates the store itself (a `file://` directory must
+//! exist) and leaves it as it found it: on a `file://` store it also removes
+//! the directories it created, and only those (never one that held
+//! something before it ran).
 //!
 //! The baseline, measured in the same run, is the floor cost of one durable
 //! object: serial raw `create`s, directly on the store, of objects of the
-//! bench's median object size. Figures are medians over rounds, and ratios
-//! against that baseline ([`crate::bench_report`]).
+//! bench's median object size. Figures are medians over rounds, beside the
+//! baseline's own figures and, except on `memory://` (where a create costs
+//! next to nothing, so a ratio would only measure the bench's own
+//! overhead), the ratio to them ([`crate::bench_report`]).
 
 use std::io::IsTerminal;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -29,6 +36,7 @@ use tokio::time::Instant;
 
 use crate::bench_report::{self, Baseline, Round};
 use crate::counting::Counting;
+use crate::metrics_http;
 use crate::store::{self, AckModeArg};
 use crate::{CliError, CliResult};
 
@@ -65,27 +73,50 @@ pub struct BenchArgs {
     /// Conditional creates in flight (default: the library's).
     #[arg(long)]
     max_inflight_creates: Option<u64>,
+    /// Serve the metrics as Prometheus text at http://HOST:PORT/metrics
+    /// while the bench runs (port 0: a free port; printed first).
+    #[arg(long, value_name = "HOST:PORT")]
+    metrics_addr: Option<String>,
 }
 
 /// Runs the bench.
 pub async fn run(prefix: &str, args: BenchArgs) -> CliResult {
     store::prefix(prefix)?;
     let config = config(&args)?;
-    let storage = store::open(&args.store, false)?;
+    if let Some(addr) = &args.metrics_addr {
+        let bound = metrics_http::serve(addr).await?;
+        out!("metrics: http://{bound}/metrics");
+    }
+    let storage = store::open(&args.store, true)?;
     let stamp = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_millis());
     let run_prefix = format!("{prefix}/bench-{}-{stamp}", std::process::id());
     store::prefix(&run_prefix)?;
-    bench_report::print_setup(&args.store, &run_prefix, &config, &args.describe());
+    let dirs = NewDirs::before(&args.store, &run_prefix);
+    let result = bench(&storage, &run_prefix, &config, &args).await;
+    if let Some(dirs) = dirs {
+        dirs.remove();
+    }
+    result
+}
+
+/// The rounds and the baseline under `run_prefix`, each cleaned up after.
+async fn bench(
+    storage: &Storage,
+    run_prefix: &str,
+    config: &Config,
+    args: &BenchArgs,
+) -> CliResult {
+    bench_report::print_setup(&args.store, run_prefix, config, &args.describe());
 
     let progress = progress_bar(args.rounds, args.seconds);
     let mut rounds = Vec::new();
     for n in 1..=args.rounds {
         let round_prefix = format!("{run_prefix}/r{n}");
         progress.set_message(format!("round {n}/{}", args.rounds));
-        let round = round(&storage, &round_prefix, &config, &args, &progress).await;
-        let cleaned = clean(&storage, &round_prefix).await;
+        let round = round(storage, &round_prefix, config, args, &progress).await;
+        let cleaned = clean(storage, &round_prefix).await;
         let round = round?;
         cleaned?;
         progress.suspend(|| bench_report::print_round(n, &round));
@@ -93,10 +124,13 @@ pub async fn run(prefix: &str, args: BenchArgs) -> CliResult {
     }
     progress.set_message("baseline");
     let object_bytes = bench_report::median_object_bytes(&rounds);
-    let baseline = baseline(&storage, &run_prefix, object_bytes, args.seconds).await;
+    let baseline = baseline(storage, run_prefix, object_bytes, args.seconds).await;
+    let cleaned = clean(storage, run_prefix).await;
     progress.finish_and_clear();
     let baseline = baseline?;
-    bench_report::print_summary(&rounds, &baseline);
+    cleaned?;
+    let ratios = !args.store.starts_with("memory:");
+    bench_report::print_summary(&rounds, &baseline, ratios);
     Ok(())
 }
 
@@ -291,13 +325,59 @@ impl Writer {
     }
 }
 
-/// Deletes the objects under `prefix` (a finished round's).
+/// Deletes every key under `prefix` (a finished round's objects and
+/// fences, the baseline's leftovers).
 async fn clean(storage: &Storage, prefix: &str) -> CliResult {
-    let prefix = store::prefix(prefix)?;
-    for object in storage.list(&prefix.objects_prefix()).await? {
+    for object in storage.list(&format!("{prefix}/")).await? {
         storage.delete(&object.key).await?;
     }
     Ok(())
+}
+
+/// The directories of a `file://` store that the bench's keys will create:
+/// the ones missing before it ran, to remove (when empty) afterwards.
+struct NewDirs {
+    /// Missing before the run, shallowest first.
+    missing: Vec<std::path::PathBuf>,
+}
+
+impl NewDirs {
+    fn before(url: &str, run_prefix: &str) -> Option<NewDirs> {
+        let root = store::file_path(url)?;
+        let mut dir = root;
+        let mut missing = Vec::new();
+        for part in run_prefix.split('/') {
+            dir = dir.join(part);
+            if !dir.exists() {
+                missing.push(dir.clone());
+            }
+        }
+        Some(NewDirs { missing })
+    }
+
+    /// Removes what is empty under the first missing directory, then the
+    /// missing directories themselves, deepest first. A directory that is
+    /// not empty (someone else's keys) stays.
+    fn remove(self) {
+        if let Some(first) = self.missing.first() {
+            remove_empty_dirs(first);
+        }
+        for dir in self.missing.iter().rev() {
+            let _ = std::fs::remove_dir(dir);
+        }
+    }
+}
+
+/// Removes `dir` and every directory under it that holds no file.
+fn remove_empty_dirs(dir: &std::path::Path) {
+    if let Ok(entries) = std::fs::read_dir(dir) {
+        for entry in entries.flatten() {
+            if entry.file_type().is_ok_and(|t| t.is_dir()) {
+                remove_empty_dirs(&entry.path());
+            }
+        }
+    }
+    let _ = std::fs::remove_dir(dir);
 }
 
 /// Serial raw creates of `object_bytes`-byte objects for about a second

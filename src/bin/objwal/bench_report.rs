@@ -1,6 +1,8 @@
 //! The figures of `objwal bench` and how they are printed: per round, then
-//! medians over rounds beside the baseline (serial raw creates of the
-//! median object size) and their ratio to it.
+//! medians over rounds beside the baseline's own figures (serial raw
+//! creates of the median object size: its latency percentiles, its
+//! throughput one object at a time, one request per object) and, where it
+//! means something, the ratio to them.
 
 use objwal::Config;
 
@@ -124,22 +126,27 @@ pub fn print_round(n: u32, round: &Round) {
     );
 }
 
-/// Medians over rounds beside the baseline and the ratio to it.
-pub fn print_summary(rounds: &[Round], baseline: &Baseline) {
+/// Medians over rounds beside the baseline's figures and, with `ratios`,
+/// the ratio to them.
+pub fn print_summary(rounds: &[Round], baseline: &Baseline, ratios: bool) {
     let figures: Vec<Figures> = rounds.iter().map(Round::figures).collect();
     let med = |f: fn(&Figures) -> f64| median(figures.iter().map(f).collect());
     let create_ms = percentile_ms(&baseline.latencies, 0.5);
+    let create_p90_ms = percentile_ms(&baseline.latencies, 0.9);
+    let create_p99_ms = percentile_ms(&baseline.latencies, 0.99);
+    let create_max_ms = baseline.latencies.last().map_or(0.0, |n| *n as f64 / 1e6);
     let total_s = baseline.latencies.iter().sum::<u64>() as f64 / 1e9;
     let base_objects_per_s = baseline.latencies.len() as f64 / total_s.max(1e-9);
     let base_mib_per_s = base_objects_per_s * baseline.object_bytes as f64 / MIB;
     let base_requests_per_gib = GIB / baseline.object_bytes.max(1) as f64;
     out!(
-        "baseline: {} serial raw creates of {} B: p50 {:.3} ms, p99 {:.3} ms, max {:.3} ms",
+        "baseline: {} serial raw creates of {} B: p50 {:.3} ms, p90 {:.3} ms, p99 {:.3} ms, max {:.3} ms",
         baseline.latencies.len(),
         baseline.object_bytes,
         create_ms,
-        percentile_ms(&baseline.latencies, 0.99),
-        baseline.latencies.last().map_or(0.0, |n| *n as f64 / 1e6)
+        create_p90_ms,
+        create_p99_ms,
+        create_max_ms
     );
     out!(
         "{:<22} {:>16} {:>16} {:>12}",
@@ -148,19 +155,21 @@ pub fn print_summary(rounds: &[Round], baseline: &Baseline) {
         "baseline",
         "ratio"
     );
-    let row = |name: &str, bench: f64, base: Option<f64>| {
-        let (base_s, ratio_s) = match base {
-            Some(b) if b > 0.0 => (format!("{b:.3}"), format!("{:.2}x", bench / b)),
-            _ => ("-".to_owned(), "-".to_owned()),
+    let line = |name: &str, bench: f64, base: Option<f64>, ratio: bool| {
+        let base_s = base.map_or_else(|| "-".to_owned(), |b| format!("{b:.3}"));
+        let ratio_s = match base {
+            Some(b) if ratio && b > 0.0 => format!("{:.2}x", bench / b),
+            _ => "-".to_owned(),
         };
         out!("{name:<22} {bench:>16.3} {base_s:>16} {ratio_s:>12}");
     };
+    let row = |name: &str, bench: f64, base: Option<f64>| line(name, bench, base, ratios);
     row("appends/s", med(|f| f.appends_per_s), None);
     row("MiB/s", med(|f| f.mib_per_s), Some(base_mib_per_s));
     row("latency p50 ms", med(|f| f.p50_ms), Some(create_ms));
-    row("latency p90 ms", med(|f| f.p90_ms), Some(create_ms));
-    row("latency p99 ms", med(|f| f.p99_ms), Some(create_ms));
-    row("latency max ms", med(|f| f.max_ms), Some(create_ms));
+    row("latency p90 ms", med(|f| f.p90_ms), Some(create_p90_ms));
+    row("latency p99 ms", med(|f| f.p99_ms), Some(create_p99_ms));
+    row("latency max ms", med(|f| f.max_ms), Some(create_max_ms));
     row(
         "objects/s",
         med(|f| f.objects_per_s),
@@ -171,10 +180,16 @@ pub fn print_summary(rounds: &[Round], baseline: &Baseline) {
         med(|f| f.requests_per_gib),
         Some(base_requests_per_gib),
     );
-    row(
+    // The baseline creates objects of this very size: no ratio to show.
+    line(
         "median object bytes",
         med(|f| f.object_bytes),
         Some(baseline.object_bytes as f64),
+        false,
     );
-    out!("(latency ratios are against one serial create of the median object; the baseline's MiB/s is one object at a time)");
+    if ratios {
+        out!("(each latency is against the same percentile of one serial create of the median object; the baseline's MiB/s is one object at a time)");
+    } else {
+        out!("(no ratios: a create on memory:// costs next to nothing, so a ratio would only measure the bench itself)");
+    }
 }

@@ -9,7 +9,16 @@
 //! summary and exits 1 on any mismatch.
 //!
 //! The default store is a fresh directory under the system temp directory,
-//! kept afterwards so that `objwal inspect` can look at it.
+//! kept afterwards so that `objwal inspect` can look at it. On a store whose
+//! prefix already holds a log (an earlier demo's, say) the demo checks only
+//! its own run: every sequence of this run lies above the largest sequence
+//! listed before the writer started, so entries at or below it are earlier
+//! content, counted and not checked; and every payload carries this run's
+//! tag ([`crate::payload`]), so no earlier payload can pass for one of ours.
+//!
+//! `--metrics-addr` makes the writer process serve its metrics (it is the
+//! one that writes); the parent prints the bound address as its `metrics:`
+//! line as soon as the writer has opened the store.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -47,6 +56,11 @@ pub struct DemoArgs {
     /// The writer's flush interval (a duration like "10ms").
     #[arg(long, default_value = "10ms")]
     flush_interval: String,
+    /// The writer process serves its metrics as Prometheus text at
+    /// http://HOST:PORT/metrics until it is killed (port 0: a free port; the
+    /// bound address is the `metrics:` line).
+    #[arg(long, value_name = "HOST:PORT")]
+    metrics_addr: Option<String>,
 }
 
 /// Where the demo keeps its store and its acknowledgement log.
@@ -114,8 +128,20 @@ pub async fn run(prefix: &str, verbose: u8, args: DemoArgs) -> CliResult {
         args.flush_interval
     );
     out!("store:        {} (prefix {prefix})", place.url);
+    let (earlier_objects, earlier) = earlier_content(&storage, prefix).await?;
+    if earlier_objects > 0 {
+        out!(
+            "earlier:      the prefix already holds {earlier_objects} objects (through sequence {earlier}); only this run is checked"
+        );
+    }
+    let run = run_tag();
 
-    let killed = run_child(prefix, verbose, &args, &place, seed, kill_after).await?;
+    let child = Child {
+        seed,
+        run,
+        kill_after,
+    };
+    let killed = run_child(prefix, verbose, &args, &place, &child).await?;
     out!(
         "writer:       pid {} SIGKILLed after {:.2} s (of {} s)",
         killed.pid,
@@ -130,7 +156,7 @@ pub async fn run(prefix: &str, verbose: u8, args: DemoArgs) -> CliResult {
     let started = Instant::now();
     let wal = Wal::open(storage, prefix, objwal::Config::default()).await?;
     let open_time = started.elapsed();
-    let mut checker = Checker::new(&log, enqueued);
+    let mut checker = Checker::new(&log, enqueued, earlier, run);
     let replay = replay(&wal, args.regions, &mut checker).await;
     let stopped = wal.stop().await;
     replay?;
@@ -163,6 +189,26 @@ fn display_url(path: &Path) -> String {
     format!("file://{}", path.display())
 }
 
+/// A tag for this run's payloads: from the clock and the pid, never from
+/// the seed (a replay with the same seed is still another run).
+fn run_tag() -> u32 {
+    let h = clock_seed().wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    (h >> 32) as u32 ^ h as u32
+}
+
+/// The number of objects under the prefix and the largest sequence among
+/// them (0 when none): what was there before this run.
+async fn earlier_content(storage: &Storage, prefix: &str) -> Result<(usize, u64), CliError> {
+    let parsed = store::prefix(prefix)?;
+    let listed = storage.list(&parsed.objects_prefix()).await?;
+    let max = listed
+        .iter()
+        .filter_map(|o| parsed.parse_object_key(&o.key))
+        .max()
+        .unwrap_or(0);
+    Ok((listed.len(), max))
+}
+
 fn clock_seed() -> u64 {
     let nanos = SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -175,6 +221,13 @@ struct Killed {
     after: Duration,
 }
 
+/// What one writer process is started with.
+struct Child {
+    seed: u64,
+    run: u32,
+    kill_after: Duration,
+}
+
 /// Starts the writer process and SIGKILLs it after `kill_after`. Its exit
 /// before that is a failure.
 async fn run_child(
@@ -182,9 +235,9 @@ async fn run_child(
     verbose: u8,
     args: &DemoArgs,
     place: &Place,
-    seed: u64,
-    kill_after: Duration,
+    child_args: &Child,
 ) -> Result<Killed, CliError> {
+    let (seed, kill_after) = (child_args.seed, child_args.kill_after);
     let exe = std::env::current_exe()
         .map_err(|e| CliError::Failed(format!("cannot find the objwal binary: {e}")))?;
     let mut command = tokio::process::Command::new(exe);
@@ -213,20 +266,34 @@ async fn run_child(
         .arg((args.seconds + 60.0).to_string())
         .arg("--drop-after")
         .arg((args.seconds * 0.25).to_string())
+        .arg("--run")
+        .arg(child_args.run.to_string())
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
         .kill_on_drop(true);
+    if let Some(addr) = &args.metrics_addr {
+        command
+            .arg("--metrics-addr")
+            .arg(addr)
+            .stdout(std::process::Stdio::piped());
+    }
     let started = Instant::now();
     let mut child = command
         .spawn()
         .map_err(|e| CliError::Failed(format!("cannot start the writer process: {e}")))?;
     let pid = child.id().unwrap_or(0);
+    let deadline = tokio::time::Instant::from_std(started + kill_after);
+    // Kept open until the kill: the writer may still write to it.
+    let _metrics_line = match child.stdout.take() {
+        None => None,
+        Some(stdout) => Some(metrics_line(stdout, deadline).await?),
+    };
     tokio::select! {
         status = child.wait() => {
             let status = status.map_err(|e| CliError::Failed(format!("writer process: {e}")))?;
             Err(CliError::Failed(format!("the writer process ended by itself ({status}) before the kill")))
         }
-        () = tokio::time::sleep(kill_after) => {
+        () = tokio::time::sleep_until(deadline) => {
             // SIGKILL: no destructor, no flush, no stop runs in the child.
             child.start_kill().map_err(|e| CliError::Failed(format!("cannot kill the writer: {e}")))?;
             let after = started.elapsed();
@@ -234,6 +301,30 @@ async fn run_child(
             Ok(Killed { pid, after })
         }
     }
+}
+
+/// Reads the writer's `metrics ADDR` line and prints it as the demo's
+/// `metrics:` line; returns the rest of the writer's stdout. A kill that
+/// comes first leaves nothing to print.
+async fn metrics_line(
+    stdout: tokio::process::ChildStdout,
+    deadline: tokio::time::Instant,
+) -> Result<tokio::io::Lines<tokio::io::BufReader<tokio::process::ChildStdout>>, CliError> {
+    use tokio::io::AsyncBufReadExt;
+    let mut lines = tokio::io::BufReader::new(stdout).lines();
+    tokio::select! {
+        line = lines.next_line() => match line {
+            Ok(Some(line)) => match line.strip_prefix("metrics ") {
+                Some(addr) => out!("metrics:      http://{addr}/metrics (the writer's, until it is killed)"),
+                None => return Err(CliError::Failed(format!("the writer process printed {line:?}, not its metrics address"))),
+            },
+            Ok(None) | Err(_) => return Err(CliError::Failed(
+                "the writer process ended before it served its metrics (see its error above)".into(),
+            )),
+        },
+        () = tokio::time::sleep_until(deadline) => {}
+    }
+    Ok(lines)
 }
 
 /// The number and bytes of the prefix's objects.
@@ -298,8 +389,13 @@ fn print_summary(
     } else {
         String::new()
     };
+    let earlier = if report.earlier > 0 {
+        format!("; {} of earlier runs, not checked", report.earlier)
+    } else {
+        String::new()
+    };
     out!(
-        "replayed:     {} entries ({} acknowledged, not yet logged when killed{collected})",
+        "replayed:     {} entries ({} acknowledged, not yet logged when killed{collected}{earlier})",
         report.replayed,
         report.unlogged
     );

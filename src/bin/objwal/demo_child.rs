@@ -33,6 +33,7 @@ use futures::{FutureExt, StreamExt};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
+use crate::metrics_http;
 use crate::payload::{self, Identity};
 use crate::store::{self, AckModeArg};
 use crate::{CliError, CliResult};
@@ -67,6 +68,13 @@ pub struct ChildArgs {
     /// Seconds after which the last region is dropped.
     #[arg(long, value_parser = store::seconds)]
     drop_after: f64,
+    /// The run tag written into every payload (see [`crate::payload`]).
+    #[arg(long, default_value_t = 0)]
+    run: u32,
+    /// Serve this process's metrics there; the bound address is printed on
+    /// stdout as `metrics ADDR` once the store is open.
+    #[arg(long)]
+    metrics_addr: Option<String>,
 }
 
 /// Entries an enqueued writer may have admitted but not yet seen durable.
@@ -103,7 +111,15 @@ pub async fn run(prefix: &str, args: ChildArgs) -> CliResult {
     let file = File::create(&args.log)
         .map_err(|e| CliError::Failed(format!("cannot create {}: {e}", args.log.display())))?;
     let log = AckLog(Arc::new(Mutex::new(BufWriter::new(file))));
+    // Before the open: the store's metrics describe themselves on first use.
+    let metrics = match &args.metrics_addr {
+        Some(addr) => Some(metrics_http::serve(addr).await?),
+        None => None,
+    };
     let wal = objwal::Wal::open(storage, prefix, config).await?;
+    if let Some(bound) = metrics {
+        out!("metrics {bound}");
+    }
     let flushable: Flushable = Arc::default();
     let dropped: Dropped = Arc::new(AtomicU32::new(u32::MAX));
     let enqueued = args.ack_mode == AckModeArg::Enqueued;
@@ -118,6 +134,7 @@ pub async fn run(prefix: &str, args: ChildArgs) -> CliResult {
             flushable: flushable.clone(),
             dropped: dropped.clone(),
             writer,
+            run: args.run,
             regions: args.regions.max(1),
             rng,
         };
@@ -160,6 +177,7 @@ struct Writer {
     flushable: Flushable,
     dropped: Dropped,
     writer: u16,
+    run: u32,
     regions: u32,
     rng: StdRng,
 }
@@ -180,6 +198,7 @@ impl Writer {
                     region,
                     writer: self.writer,
                     counter: *counter,
+                    run: self.run,
                 };
                 let len = payload::random_len(&mut self.rng);
                 (u64::from(region), payload::make(id, len, &mut self.rng))

@@ -1,12 +1,24 @@
 //! `objwal dump URL --region R [--from ID]`: the entries of one region, read
 //! through [`objwal::WalReader`] (the tip's chain, nothing written): id,
 //! length, and the payload as text when it is UTF-8, else a hex prefix.
-//! `--raw` writes the payloads themselves, back to back, to stdout.
+//!
+//! `--raw` writes the entries as binary frames to stdout, one per entry:
+//!
+//! ```text
+//! | entry id: u64 LE | length: u32 LE | payload: length bytes |
+//! ```
+//!
+//! so a consumer can split them again (payloads may hold any bytes). It
+//! refuses to write frames to a terminal.
+//!
+//! A damaged log is dumped as far as it goes: damaged objects are left out
+//! (`on_damaged_object = "quarantine"`) and the command exits 1 naming the
+//! holes they leave in the region.
 
-use std::io::Write;
+use std::io::{IsTerminal, Write};
 
 use futures::StreamExt;
-use objwal::{Config, WalReader};
+use objwal::{Config, DamagePolicy, WalReader};
 
 use crate::inspect::id_parts;
 use crate::{store, CliError, CliResult};
@@ -22,7 +34,8 @@ pub struct DumpArgs {
     /// The first entry id to show.
     #[arg(long, default_value_t = 0)]
     from: u64,
-    /// Write the raw payloads to stdout instead of a listing.
+    /// Write binary frames (id u64 LE, length u32 LE, payload) to stdout
+    /// instead of a listing.
     #[arg(long)]
     raw: bool,
 }
@@ -34,10 +47,23 @@ const HEX_PREFIX: usize = 32;
 
 /// Runs `dump`.
 pub async fn run(prefix: &str, args: DumpArgs) -> CliResult {
-    store::prefix(prefix)?;
+    let parsed = store::prefix(prefix)?;
+    if args.raw && std::io::stdout().is_terminal() {
+        return Err(CliError::Usage(
+            "--raw writes binary frames; redirect stdout to a file or a pipe".into(),
+        ));
+    }
     let storage = store::open(&args.url, true)?;
-    let reader = WalReader::open(storage, prefix, Config::default()).await?;
-    let regions = reader.regions();
+    store::objects(&storage, &parsed).await?;
+    let config = Config {
+        on_damaged_object: DamagePolicy::Quarantine,
+        ..Config::default()
+    };
+    let reader = WalReader::open(storage, prefix, config).await?;
+    let regions: Vec<u64> = (reader.regions().iter())
+        .filter(|r| r.objects > 0)
+        .map(|r| r.region)
+        .collect();
     if !regions.contains(&args.region) {
         return Err(CliError::Usage(format!(
             "region {} has no entries under prefix {prefix} (regions: {})",
@@ -52,10 +78,15 @@ pub async fn run(prefix: &str, args: DumpArgs) -> CliResult {
         Err(Output::Read(e)) => return Err(e.into()),
         Ok(()) => {}
     }
-    let holes = reader.holes(args.region);
+    let holes: Vec<_> = reader
+        .holes(args.region)
+        .into_iter()
+        .filter(|h| h.last_id >= args.from)
+        .collect();
     if !holes.is_empty() {
         return Err(CliError::Failed(format!(
-            "{} corrupted segments were skipped (first: {} ids {}..{})",
+            "region {} misses entries: {} holes (first: {} ids {}..{})",
+            args.region,
             holes.len(),
             holes.first().map_or("", |h| h.key.as_str()),
             holes.first().map_or(0, |h| h.first_id),
@@ -81,6 +112,10 @@ async fn write_entries(reader: &WalReader, args: &DumpArgs) -> Result<(), Output
         count += 1;
         bytes += entry.data.len() as u64;
         if args.raw {
+            let len = u32::try_from(entry.data.len())
+                .map_err(|_| Output::Write(std::io::Error::other("an entry longer than 4 GiB")))?;
+            out.write_all(&entry.id.to_le_bytes()).map_err(write_err)?;
+            out.write_all(&len.to_le_bytes()).map_err(write_err)?;
             out.write_all(&entry.data).map_err(write_err)?;
         } else {
             writeln!(

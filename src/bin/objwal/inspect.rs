@@ -2,20 +2,24 @@
 //!
 //! Reads only what recovery reads: one tail window per object (the footer
 //! separately when it starts before the window) and, for objects with
-//! release records, the release segment. [`objwal::WalReader`] tells which
-//! objects are on the tip's chain and which are orphans. Never writes.
+//! release records, the release segment. The library's recovery
+//! ([`crate::health`]) tells which objects are on the tip's chain, which are
+//! orphans, which are damaged and which lie above the tip and will not
+//! replay; the health line says so, naming them. Never writes.
 //!
-//! An object whose tail does not decode is listed as damaged with the
-//! decoder's error, and the command exits 1.
+//! Exits 1 when the health line is not OK: a damaged object under
+//! `objects/`, an object above the tip whose entries will not replay, or a
+//! recovery that fails. Segments are not read: `objwal verify` checks them.
 
 use std::collections::{BTreeMap, HashSet};
 
 use futures::StreamExt;
 use objwal::format::{self, SegmentIndex, Tail, TailDecode};
 use objwal::storage::keys::Prefix;
-use objwal::{Config, ObjectMeta, ObjectStorage, Storage, WalReader};
+use objwal::{ObjectMeta, ObjectStorage, Storage};
 use serde::Serialize;
 
+use crate::health::Health;
 use crate::{store, CliError, CliResult};
 
 /// Arguments of `objwal inspect`.
@@ -47,6 +51,30 @@ struct Inspection {
     regions: Vec<RegionInfo>,
     /// Why the chain could not be recovered, when it could not.
     recovery_error: Option<String>,
+    /// The health line: `health: OK`, or what is wrong.
+    health: String,
+    /// Whether the health line is OK (else the command exits 1).
+    healthy: bool,
+    /// Objects above the tip whose entries will not replay.
+    unreplayed: Vec<UnreplayedInfo>,
+    /// Objects `objwal repair` moved under `quarantine/`.
+    quarantined: Vec<QuarantinedInfo>,
+}
+
+#[derive(Debug, Serialize)]
+struct UnreplayedInfo {
+    key: String,
+    sequence: u64,
+    entries: u64,
+    broken_at: u64,
+    holds: String,
+}
+
+#[derive(Debug, Serialize)]
+struct QuarantinedInfo {
+    key: String,
+    sequence: u64,
+    held: String,
 }
 
 #[derive(Debug, Serialize)]
@@ -55,7 +83,8 @@ struct ObjectInfo {
     sequence: Option<u64>,
     size: u64,
     /// chain, orphan, collectable (below the tip's reclaim boundary),
-    /// unknown (recovery failed), damaged, foreign (not an object key).
+    /// unknown (recovery failed), damaged, unreplayed (above the tip, off
+    /// its chain, holding entries), foreign (not an object key; ignored).
     state: &'static str,
     epoch: Option<u64>,
     link: Option<LinkInfo>,
@@ -109,35 +138,36 @@ pub async fn run(prefix: &str, args: InspectArgs) -> CliResult {
     } else {
         print_text(&inspection);
     }
-    if let Some(e) = &inspection.recovery_error {
-        return Err(CliError::Failed(format!(
-            "the chain cannot be recovered: {e}"
-        )));
-    }
-    if inspection.damaged > 0 {
-        return Err(CliError::Failed(format!(
-            "{} damaged objects",
-            inspection.damaged
-        )));
+    if !inspection.healthy {
+        return Err(CliError::Failed(inspection.health));
     }
     Ok(())
 }
 
 async fn inspect(storage: &Storage, prefix: &Prefix) -> Result<Inspection, CliError> {
-    let listed = storage.list(&prefix.objects_prefix()).await?;
+    let listed = store::objects(storage, prefix).await?;
     let mut objects: Vec<ObjectInfo> = futures::stream::iter(listed)
         .map(|meta| describe(storage, prefix, meta))
         .buffered(CONCURRENCY)
         .collect()
         .await;
-    let (chain, orphans, recovery_error) =
-        match WalReader::open(storage.clone(), prefix.as_str(), Config::default()).await {
-            Ok(reader) => {
-                let chain: Vec<_> = reader.objects().iter().map(|o| o.sequence).collect();
-                (chain, reader.orphans().to_vec(), None)
-            }
-            Err(e) => (Vec::new(), Vec::new(), Some(e.to_string())),
-        };
+    let health = Health::of(storage, prefix).await;
+    let (chain, orphans) = match &health.reader {
+        Some(reader) => (
+            reader.objects().iter().map(|o| o.sequence).collect(),
+            reader.orphans().to_vec(),
+        ),
+        None => (Vec::new(), Vec::new()),
+    };
+    let recovery_error = health.recovery_error.clone();
+    // Recovery's verdict wins: it also knows implausible epochs.
+    for d in health.damaged() {
+        if let Some(o) = objects.iter_mut().find(|o| o.key == d.key) {
+            o.state = "damaged";
+            o.error = Some(d.reason.clone());
+        }
+    }
+    let unreplayed: HashSet<u64> = health.unreplayed().iter().map(|u| u.sequence).collect();
     let tip = chain.iter().max().copied();
     let tip_object = objects.iter().find(|o| o.sequence == tip && tip.is_some());
     let reclaim_boundary = tip_object.and_then(|o| o.reclaim_boundary);
@@ -151,6 +181,7 @@ async fn inspect(storage: &Storage, prefix: &Prefix) -> Result<Inspection, CliEr
         // objects are collectable, neither history nor orphans.
         object.state = match object.sequence {
             Some(s) if chain_set.contains(&s) => "chain",
+            Some(s) if unreplayed.contains(&s) => "unreplayed",
             Some(s) if orphan_set.contains(&s) => "orphan",
             Some(s) if recovery_error.is_none() && reclaim_boundary.is_some_and(|b| s < b) => {
                 "collectable"
@@ -176,6 +207,28 @@ async fn inspect(storage: &Storage, prefix: &Prefix) -> Result<Inspection, CliEr
         regions,
         recovery_error,
         objects,
+        health: health.line(),
+        healthy: health.is_ok(),
+        unreplayed: health
+            .unreplayed()
+            .iter()
+            .map(|u| UnreplayedInfo {
+                key: u.key.clone(),
+                sequence: u.sequence,
+                entries: u.entries(),
+                broken_at: u.broken_at,
+                holds: u.held(),
+            })
+            .collect(),
+        quarantined: health
+            .quarantined()
+            .iter()
+            .map(|d| QuarantinedInfo {
+                key: d.key.clone(),
+                sequence: d.sequence,
+                held: d.held(),
+            })
+            .collect(),
     })
 }
 
@@ -325,6 +378,7 @@ fn print_text(i: &Inspection) {
         opt(i.tip),
         opt(i.reclaim_boundary)
     );
+    out!("{}", i.health);
     if let Some(e) = &i.recovery_error {
         out!("recovery failed: {e}");
     }

@@ -1,5 +1,6 @@
-//! The `objwal` command line tool: `demo`, `inspect`, `verify`, `dump` and
-//! `bench` over any storage URL (`file://`, `memory://`, `s3://`, ...).
+//! The `objwal` command line tool: `demo`, `inspect`, `verify`, `dump`,
+//! `bench` and `repair` over any storage URL (`file://`, `memory://`,
+//! `s3://`, `gs://`, `azblob://`).
 //!
 //! Exit codes: 0 success; 1 a failure the tool found (a replay mismatch,
 //! damaged objects, a storage or store error); 2 bad input (a clap error, a
@@ -31,8 +32,11 @@ mod demo;
 mod demo_check;
 mod demo_child;
 mod dump;
+mod health;
 mod inspect;
+mod metrics_http;
 mod payload;
+mod repair;
 mod store;
 mod verify;
 
@@ -65,6 +69,8 @@ enum Command {
     Dump(dump::DumpArgs),
     /// The write path under load: throughput, latency, objects, requests.
     Bench(bench::BenchArgs),
+    /// Moves damaged objects aside under <prefix>/quarantine/ (with --yes).
+    Repair(repair::RepairArgs),
 }
 
 /// Why a command did not succeed, and so which exit code it gets.
@@ -139,6 +145,7 @@ fn main() -> ExitCode {
             Command::Verify(args) => verify::run(&prefix, args).await,
             Command::Dump(args) => dump::run(&prefix, args).await,
             Command::Bench(args) => bench::run(&prefix, args).await,
+            Command::Repair(args) => repair::run(&prefix, args).await,
         }
     });
     // Background tasks (a stopped store's deletes, a killed child's reaper)

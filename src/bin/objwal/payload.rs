@@ -1,22 +1,23 @@
 //! The demo's self-describing payloads and the digest logged for each.
 //!
-//! Layout (little-endian), 16 to 65535 bytes:
+//! Layout (little-endian), 20 to 65535 bytes:
 //!
 //! ```text
-//! 0        4        6        8          12       16
-//! | region | writer | length | counter  | crc32  | filler ...
-//!   u32      u16      u16      u32        u32
+//! 0        4        6        8          12       16       20
+//! | region | writer | length | counter  | crc32  | run    | filler ...
+//!   u32      u16      u16      u32        u32      u32
 //! ```
 //!
 //! The CRC covers every byte but its own four, so a replayed entry can be
-//! validated on its own: its length, its region and its checksum. `(writer,
-//! counter)` names the payload uniquely within one demo run.
+//! validated on its own: its length, its region and its checksum. `run` is
+//! drawn anew by each `objwal demo` (not from the seed), so `(run, writer,
+//! counter)` names a payload uniquely across runs on one store.
 
 use bytes::Bytes;
 use rand::{Rng, RngCore};
 
 /// Bytes of the fixed part.
-pub const HEADER: usize = 16;
+pub const HEADER: usize = 20;
 /// The largest payload the demo writes.
 pub const MAX_LEN: usize = 16 * 1024;
 
@@ -29,6 +30,8 @@ pub struct Identity {
     pub writer: u16,
     /// The writer's counter.
     pub counter: u32,
+    /// The demo run that wrote it.
+    pub run: u32,
 }
 
 /// A payload of `len` bytes (clamped to `HEADER..=MAX_LEN`) for `id`.
@@ -42,12 +45,14 @@ pub fn make(id: Identity, len: usize, rng: &mut impl RngCore) -> Bytes {
     put(&mut buf, 4, &id.writer.to_le_bytes());
     put(&mut buf, 6, &(len as u16).to_le_bytes());
     put(&mut buf, 8, &id.counter.to_le_bytes());
+    put(&mut buf, 16, &id.run.to_le_bytes());
     let crc = crc(&buf);
     put(&mut buf, 12, &crc.to_le_bytes());
     Bytes::from(buf)
 }
 
-/// A length between 16 B and 16 KiB, log-uniform: many small, some large.
+/// A length between 16 B and 16 KiB, log-uniform: many small, some large
+/// ([`make`] raises it to [`HEADER`]).
 pub fn random_len(rng: &mut impl Rng) -> usize {
     let exponent: f64 = rng.random_range(4.0..=14.0);
     exponent.exp2() as usize
@@ -78,6 +83,12 @@ pub fn check(data: &[u8]) -> Result<Identity, String> {
         region: u32::from_le_bytes([byte(data, 0), byte(data, 1), byte(data, 2), byte(data, 3)]),
         writer: u16::from_le_bytes([byte(data, 4), byte(data, 5)]),
         counter: u32::from_le_bytes([byte(data, 8), byte(data, 9), byte(data, 10), byte(data, 11)]),
+        run: u32::from_le_bytes([
+            byte(data, 16),
+            byte(data, 17),
+            byte(data, 18),
+            byte(data, 19),
+        ]),
     })
 }
 
@@ -92,7 +103,7 @@ pub fn digest(data: &[u8]) -> u64 {
 fn crc(data: &[u8]) -> u32 {
     let mut hasher = crc32fast::Hasher::new();
     hasher.update(data.get(..12).unwrap_or_default());
-    hasher.update(data.get(HEADER..).unwrap_or_default());
+    hasher.update(data.get(16..).unwrap_or_default());
     hasher.finalize()
 }
 
@@ -114,11 +125,12 @@ mod tests {
     #[test]
     fn payloads_validate_and_damage_is_caught() {
         let mut rng = rand::rngs::StdRng::seed_from_u64(7);
-        for len in [0, 16, 17, 100, 16 * 1024, 1 << 20] {
+        for len in [0, 16, 20, 21, 100, 16 * 1024, 1 << 20] {
             let id = Identity {
                 region: 3,
                 writer: 1,
                 counter: 9,
+                run: 0xdead_beef,
             };
             let p = make(id, len, &mut rng);
             assert_eq!(check(&p), Ok(id));

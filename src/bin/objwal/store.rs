@@ -1,29 +1,63 @@
 //! Opening stores and building configurations from command line values.
 //!
 //! Every refusal here is bad input (exit 2) with a message naming the URL or
-//! the field. Read-only commands open a `file://` store only when its
-//! directory exists, so that inspecting a mistyped path does not create it.
+//! the field. Commands that read (and `bench`) open a `file://` store only
+//! when its directory exists, so that a mistyped path is not created; a
+//! file where the directory should be is named as such. A prefix without
+//! objects is refused with the prefixes that do hold objects.
 
 use objwal::storage::keys::Prefix;
-use objwal::{Config, Storage};
+use objwal::{Config, ObjectMeta, ObjectStorage, Storage};
 
 use crate::CliError;
 
 /// The storage a URL names (`Storage::from_url`), as a usage error when the
-/// URL is refused. `read_only` refuses a `file://` directory that does not
+/// URL is refused. `must_exist` refuses a `file://` directory that does not
 /// exist instead of creating it.
-pub fn open(url: &str, read_only: bool) -> Result<Storage, CliError> {
-    if read_only {
-        if let Some(path) = file_path(url) {
-            if !path.is_dir() {
-                return Err(CliError::Usage(format!(
-                    "storage URL {url:?}: no such directory {}",
-                    path.display()
-                )));
-            }
+pub fn open(url: &str, must_exist: bool) -> Result<Storage, CliError> {
+    if let Some(path) = file_path(url) {
+        if path.exists() && !path.is_dir() {
+            return Err(CliError::Usage(format!(
+                "storage URL {url:?}: {} is a file, not a directory (a file:// store is a directory of objects)",
+                path.display()
+            )));
+        }
+        if must_exist && !path.is_dir() {
+            return Err(CliError::Usage(format!(
+                "storage URL {url:?}: no such directory {}",
+                path.display()
+            )));
         }
     }
     Storage::from_url(url).map_err(|e| CliError::Usage(e.to_string()))
+}
+
+/// The objects under `prefix`, refusing (exit 2) a prefix that holds none
+/// with the prefixes of this store that do. Lists the whole store only on
+/// that path.
+pub async fn objects(storage: &Storage, prefix: &Prefix) -> Result<Vec<ObjectMeta>, CliError> {
+    let listed = storage.list(&prefix.objects_prefix()).await?;
+    if !listed.is_empty() {
+        return Ok(listed);
+    }
+    let mut found = std::collections::BTreeSet::new();
+    for meta in storage.list("").await? {
+        if let Some((p, _)) = meta.key.rsplit_once("/objects/") {
+            if Prefix::new(p).is_ok_and(|p| p.parse_object_key(&meta.key).is_some()) {
+                found.insert(p.to_owned());
+            }
+        }
+    }
+    let hint = if found.is_empty() {
+        "the store holds no objwal log".to_owned()
+    } else {
+        let names: Vec<String> = found.iter().map(|p| format!("--prefix {p}")).collect();
+        format!("prefixes with objects here: {}", names.join(", "))
+    };
+    Err(CliError::Usage(format!(
+        "no objects under prefix {prefix:?}; {hint}",
+        prefix = prefix.as_str()
+    )))
 }
 
 /// The local directory of a `file://` URL, when it is one.

@@ -1,5 +1,5 @@
 //! Requests that admit or look: append (with the backlog bounds of enqueued
-//! mode), obsolete, wait_durable, release and the read path's segment pages.
+//! mode), obsolete, wait_durable, release, flush and the read path's pages.
 
 use bytes::Bytes;
 use tokio::time::Instant;
@@ -34,16 +34,16 @@ impl Actor {
             return;
         }
         if self.config.ack_mode == AckMode::Enqueued {
-            if let Some(failing) = &self.failing {
+            if let Some(failing) = &self.backlog.failing {
                 self.metrics.rejected_appends.increment(1);
                 let _ = reply.send(Err(Error::Failing {
                     reason: failing.reason.clone(),
                 }));
                 return;
             }
-            if !self.stalled.is_empty() || self.backlog_is_full() {
+            if !self.backlog.stalled.is_empty() || self.backlog_is_full() {
                 self.metrics.stalled_appends.increment(1);
-                self.stalled.push_back(Stalled {
+                self.backlog.stalled.push_back(Stalled {
                     entries,
                     arrived,
                     reply,
@@ -59,7 +59,7 @@ impl Actor {
         let mut total: u64 = 0;
         for (region, data) in entries {
             check_region(*region)?;
-            if self.released.contains_key(region) {
+            if self.regions.is_released(*region) {
                 return Err(Error::RegionReleased { region: *region });
             }
             total = total.saturating_add(data.len() as u64);
@@ -69,45 +69,47 @@ impl Actor {
                 "an append of {total} bytes exceeds the limit of {MAX_APPEND_BYTES} bytes"
             )));
         }
-        if let Some((region, n)) = positions_needed(entries)
-            .into_iter()
-            .find(|(_, n)| *n > MAX_POSITION)
-        {
-            return Err(Error::invalid(format!(
-                "an append of {n} entries to region {region} exceeds the {MAX_POSITION} positions of one object"
-            )));
+        if entries.len() as u64 > MAX_POSITION {
+            if let Some((region, n)) = positions_needed(entries)
+                .into_iter()
+                .find(|(_, n)| *n > MAX_POSITION)
+            {
+                return Err(Error::invalid(format!(
+                    "an append of {n} entries to region {region} exceeds the {MAX_POSITION} positions of one object"
+                )));
+            }
         }
         Ok(())
     }
 
     /// Admits a checked append into the open batch and acknowledges it (now in
-    /// enqueued mode, once indexed in durable mode).
+    /// enqueued mode, once indexed in durable mode). The batch is sealed
+    /// first when the append would take it past `max_batch_bytes` or past a
+    /// region's positions.
     fn admit(
         &mut self,
         entries: Vec<(RegionId, Bytes)>,
         arrived: Instant,
         reply: Reply<Vec<EntryId>>,
     ) {
-        let needed = positions_needed(&entries);
-        if self
-            .open
-            .as_ref()
-            .is_some_and(|o| !o.batch.has_positions_for(&needed))
-        {
-            self.seal(SealReason::Positions);
+        if let Some(open) = &self.open {
+            let growth = open.batch.encoded_growth(&entries);
+            if self.policy.seal_before(open.batch.encoded_bytes(), growth) {
+                self.seal(SealReason::Full);
+            } else if !open.batch.has_positions_for(&entries) {
+                self.seal(SealReason::Positions);
+            }
         }
-        let regions: Vec<RegionId> = entries.iter().map(|(region, _)| *region).collect();
         let mode = self.config.ack_mode;
-        let open = match self.open_batch(arrived) {
+        let count = entries.len() as u64;
+        let open = match self.open_batch(Instant::now()) {
             Ok(open) => open,
             Err(e) => {
                 let _ = reply.send(Err(e));
                 return;
             }
         };
-        let ids = open.batch.admit(entries);
-        let full_bytes = open.batch.encoded_bytes();
-        let acked: Vec<_> = regions.into_iter().zip(ids.iter().copied()).collect();
+        let (ids, acked) = open.batch.admit(entries);
         match mode {
             AckMode::Durable => open.waiters.push(Waiter::Append {
                 ids,
@@ -122,17 +124,13 @@ impl Actor {
                 let _ = reply.send(Ok(ids));
             }
         }
+        self.ledger.admit(count);
         for (region, id) in acked {
-            let slot = self.assigned.entry(region).or_insert(0);
-            *slot = (*slot).max(id);
+            self.regions.assign(region, id);
         }
-        if self.policy.is_full(full_bytes) {
-            self.seal(SealReason::Full);
-        }
-        self.publish_unpersisted();
     }
 
-    /// The open batch, opened at the next sequence if there is none.
+    /// The open batch, opened at the next sequence (at `now`) if there is none.
     pub(super) fn open_batch(&mut self, now: Instant) -> Result<&mut Open, Error> {
         if self.open.is_none() {
             if self.exhausted || self.next_sequence > format::MAX_SEQUENCE {
@@ -151,7 +149,9 @@ impl Actor {
             .ok_or_else(|| Error::invalid("no open batch"))
     }
 
-    /// Whether the enqueued backlog has reached a bound.
+    /// Whether the enqueued backlog has reached a bound. Ages count from
+    /// admission (a batch opens when its first entry is admitted), so a
+    /// drain after a stall is not "too old" at once.
     fn backlog_is_full(&self) -> bool {
         if self.unpersisted_bytes() >= self.config.max_unpersisted_bytes {
             return true;
@@ -167,15 +167,17 @@ impl Actor {
     /// Makes sure something is being uploaded while appends wait: seals the
     /// open batch when no create is in flight.
     pub(super) fn make_progress(&mut self) {
-        if !self.has_running() && self.failing.is_none() {
+        if self.pipeline.running() == 0 && self.backlog.failing.is_none() {
             self.seal(SealReason::Requested);
         }
     }
 
-    /// Admits held-back appends, in arrival order, while the bounds allow.
+    /// Admits held-back appends, in arrival order, while the bounds allow;
+    /// they share batches as the size limit allows.
     pub(super) fn admit_stalled(&mut self) {
-        while self.failing.is_none() && self.refusal().is_none() && !self.backlog_is_full() {
-            let Some(stalled) = self.stalled.pop_front() else {
+        while self.backlog.failing.is_none() && self.refusal().is_none() && !self.backlog_is_full()
+        {
+            let Some(stalled) = self.backlog.stalled.pop_front() else {
                 return;
             };
             self.metrics
@@ -183,14 +185,14 @@ impl Actor {
                 .record(stalled.arrived.elapsed().as_secs_f64());
             self.admit(stalled.entries, stalled.arrived, stalled.reply);
         }
-        if !self.stalled.is_empty() {
+        if !self.backlog.stalled.is_empty() {
             self.make_progress();
         }
     }
 
     /// Fails every held-back append with `error`.
     pub(super) fn fail_stalled(&mut self, error: &Error) {
-        for stalled in self.stalled.drain(..) {
+        for stalled in self.backlog.stalled.drain(..) {
             let _ = stalled.reply.send(Err(error.clone()));
         }
     }
@@ -206,31 +208,38 @@ impl Actor {
             )));
         }
         // New ids must never fall at or below a watermark handed in from a
-        // previous life of the store.
+        // previous life of the store (reach bounds where they go: markers
+        // carry the pipeline there).
         self.next_sequence = self.next_sequence.max(format::sequence_of(id) + 1);
         // Enqueued mode: never hide an entry that is not durable yet, so a
         // crash cannot lose an entry the engine believes flushed.
         let id = match self.config.ack_mode {
             AckMode::Durable => id,
+            AckMode::Enqueued if self.is_durable(region, id) => id,
             AckMode::Enqueued => {
-                let durable = self.durable_id(region);
-                if id > durable {
-                    tracing::debug!(region, id, durable, "watermark clamped to the durable id");
-                }
+                let durable = self.regions.durable(region);
+                tracing::debug!(region, id, durable, "watermark clamped to the durable id");
                 id.min(durable)
             }
         };
-        let watermark = self.watermarks.entry(region).or_insert(0);
-        *watermark = (*watermark).max(id);
+        self.regions.obsolete(region, id);
         self.arm_collect();
         Ok(())
     }
 
-    /// The largest id of `region` that is durable and indexed. Pending
-    /// batches have higher sequences than every indexed object, so every
-    /// acknowledged id at or below it is durable.
-    fn durable_id(&self, region: RegionId) -> EntryId {
-        self.durable_ids.get(&region).copied().unwrap_or(0)
+    /// Whether entry `id` of `region` is durable (or was, and collection
+    /// deleted it): every id at or below the region's durable id, and every
+    /// id in an object below the first one indexed. Pending batches have
+    /// higher sequences than every indexed object.
+    fn is_durable(&self, region: RegionId, id: EntryId) -> bool {
+        id <= self.regions.durable(region) || format::sequence_of(id) < self.settled_below()
+    }
+
+    /// Below this sequence every object was collected (or never held a live
+    /// entry): the first indexed object (collection removes objects from the
+    /// catalog before it deletes them, and recovery indexes from the boundary).
+    fn settled_below(&self) -> u64 {
+        self.catalog.objects().next().map_or(0, |o| o.sequence)
     }
 
     pub(super) fn on_wait_durable(&mut self, region: RegionId, id: EntryId, reply: Reply<()>) {
@@ -242,42 +251,63 @@ impl Actor {
             let _ = reply.send(Err(e));
             return;
         }
-        let sequence = format::sequence_of(id);
-        if id == 0 || id <= self.durable_id(region) {
+        if id == 0 {
             let _ = reply.send(Ok(()));
             return;
         }
-        if let Some(sealed) = self.pipeline.iter_mut().find(|s| s.sequence == sequence) {
-            sealed.waiters.push(Waiter::Durable { reply });
-            return;
-        }
+        let sequence = format::sequence_of(id);
+        let never = || {
+            Error::invalid(format!(
+                "entry {} of region {region} was never handed out",
+                crate::id::Dotted(id)
+            ))
+        };
         if let Some(open) = self.open.as_mut().filter(|o| o.batch.sequence == sequence) {
-            open.waiters.push(Waiter::Durable { reply });
+            if open.batch.last_id(region).is_some_and(|last| id <= last) {
+                open.waiters.push(Waiter::Durable { reply });
+            } else {
+                let _ = reply.send(Err(never()));
+            }
             return;
         }
-        let error = if id <= self.assigned.get(&region).copied().unwrap_or(0) {
-            match self.lost.reason.as_deref() {
-                Some(reason) => Error::Lost {
-                    entries: self.lost.entries,
-                    bytes: self.lost.bytes,
-                    releases: self.lost.releases,
-                    reason: reason.into(),
-                },
-                None => Error::NotDurable {
+        if let Some(sealed) = self.pipeline.get_mut(sequence) {
+            if sealed.last_id(region).is_some_and(|last| id <= last) {
+                sealed.waiters.push(Waiter::Durable { reply });
+            } else {
+                let _ = reply.send(Err(never()));
+            }
+            return;
+        }
+        if let Some(object) = self.catalog.object(sequence) {
+            let held = object
+                .segments
+                .iter()
+                .any(|s| s.region == region && s.first_id <= id && id <= s.last_id);
+            let _ = reply.send(if held { Ok(()) } else { Err(never()) });
+            return;
+        }
+        if sequence < self.settled_below() {
+            // Collected (durable, then deleted), or obsolete: settled.
+            let _ = reply.send(Ok(()));
+            return;
+        }
+        let answer = if self.failed.contains(&sequence) {
+            Err(match self.ledger.reason() {
+                Some(_) if self.ledger.has_loss() => self.ledger.lost_error(),
+                _ => Error::NotDurable {
                     reason: format!(
-                        "entry {id} of region {region} is not durable: its batch failed"
+                        "entry {} of region {region} is not durable: its batch failed",
+                        crate::id::Dotted(id)
                     )
                     .into(),
                 },
-            }
-        } else if self.released.contains_key(&region) {
-            // Released regions: everything through the release is settled.
-            let _ = reply.send(Ok(()));
-            return;
+            })
+        } else if self.regions.is_released(region) && id <= self.regions.released_through(region) {
+            Ok(())
         } else {
-            Error::invalid(format!("entry {id} of region {region} was never assigned"))
+            Err(never())
         };
-        let _ = reply.send(Err(error));
+        let _ = reply.send(answer);
     }
 
     pub(super) fn on_segments(
@@ -290,16 +320,11 @@ impl Actor {
             return Err(e.clone());
         }
         check_region(region)?;
-        let watermark = self
-            .watermarks
-            .get(&region)
-            .copied()
-            .unwrap_or(0)
-            .max(self.released.get(&region).copied().unwrap_or(0));
-        let from = from.max(watermark.saturating_add(1));
+        let hidden = self.regions.hidden_through(region);
+        let from = from.max(hidden.saturating_add(1));
         Ok(SegmentPage {
             segments: self.catalog.segments_from(region, from, limit),
-            watermark,
+            watermark: hidden,
         })
     }
 
@@ -313,7 +338,7 @@ impl Actor {
                     reason: format!("{reason} (the release of region {region} was not kept)")
                         .into(),
                 },
-                _ => Error::Stopped {
+                Error::Stopped { .. } => Error::Stopped {
                     detail: Some(
                         format!(
                             "a stopped store keeps no release; region {region} was not released"
@@ -321,6 +346,7 @@ impl Actor {
                         .into(),
                     ),
                 },
+                other => other,
             };
             let _ = reply.send(Err(e));
             return;
@@ -329,32 +355,24 @@ impl Actor {
             let _ = reply.send(Err(e));
             return;
         }
-        let through = self
-            .assigned
-            .get(&region)
-            .copied()
-            .unwrap_or(0)
-            .max(self.released.get(&region).copied().unwrap_or(0))
-            .max(self.catalog.last_id(region));
-        self.released.insert(region, through);
-        let watermark = self.watermarks.entry(region).or_insert(0);
-        *watermark = (*watermark).max(through);
-        if let Some(failing) = self.failing.clone() {
+        let through = self.regions.release(region, self.catalog.last_id(region));
+        if let Some(failing) = &self.backlog.failing {
             // Kept coalesced (one record per region), sealed on the first
-            // tick after a create succeeds.
+            // tick after a create succeeds. The reclaim boundary does not
+            // count it until its record is in an object.
+            let reason = format!(
+                "{}; the release of region {region} is kept and sealed once a create succeeds",
+                failing.reason
+            );
             self.metrics.rejected_appends.increment(1);
             self.keep_releases([(region, through)]);
             let _ = reply.send(Err(Error::Failing {
-                reason: format!(
-                    "{}; the release of region {region} is kept and sealed once a create succeeds",
-                    failing.reason
-                )
-                .into(),
+                reason: reason.into(),
             }));
             return;
         }
-        let kept = std::mem::take(&mut self.kept_releases);
-        self.kept_deadline = None;
+        let kept = std::mem::take(&mut self.kept.records);
+        self.kept.deadline = None;
         match self.open_batch(Instant::now()) {
             Ok(open) => {
                 open.batch.add_releases(kept);
@@ -367,5 +385,26 @@ impl Actor {
             }
         }
         self.seal(SealReason::Requested);
+    }
+
+    /// Seals the open batch now and answers once everything admitted before
+    /// this call is durable and indexed (the last batch's acknowledgement
+    /// implies every earlier one's).
+    pub(super) fn on_flush(&mut self, reply: Reply<()>) {
+        if let Some(e) = self.refusal() {
+            let _ = reply.send(Err(e));
+            return;
+        }
+        if let Some(open) = self.open.as_mut().filter(|o| !o.batch.is_empty()) {
+            open.waiters.push(Waiter::Durable { reply });
+            self.seal(SealReason::Requested);
+            return;
+        }
+        match self.pipeline.iter_mut().last() {
+            Some(last) => last.waiters.push(Waiter::Durable { reply }),
+            None => {
+                let _ = reply.send(Ok(()));
+            }
+        }
     }
 }

@@ -14,8 +14,11 @@
 //! ahead of the durable one and indexed objects lie below it, a tick writes
 //! one empty object that carries it (at most once per flush interval).
 
+use std::collections::BTreeSet;
+
+use futures::stream::FuturesUnordered;
 use futures::{StreamExt, TryFutureExt};
-use tokio::task::JoinError;
+use tokio::task::{JoinError, JoinHandle};
 use tokio::time::Instant;
 
 use crate::storage::keys::Prefix;
@@ -41,10 +44,53 @@ pub(crate) struct Pass {
     list_error: Option<StorageError>,
 }
 
+/// The collection room: passes in flight and what they deleted.
+pub(super) struct Collector {
+    /// The pass in flight (at most one).
+    pub(super) passes: FuturesUnordered<JoinHandle<Pass>>,
+    /// Every object below this was deleted.
+    collected_boundary: u64,
+    /// The boundary of the latest pass started: objects below it are being
+    /// (or were) deleted.
+    collecting_below: u64,
+    /// Sequences collection deleted (the latest ones), for reads.
+    deleted: BTreeSet<u64>,
+    /// When collection runs again (a retry, or the idle tick).
+    pub(super) tick_at: Option<Instant>,
+}
+
+impl Collector {
+    /// A collector whose catalog starts at `first` (below it everything was
+    /// collected before this instance started).
+    pub(super) fn new(first: u64) -> Self {
+        Collector {
+            passes: FuturesUnordered::new(),
+            collected_boundary: 0,
+            collecting_below: first,
+            deleted: BTreeSet::new(),
+            tick_at: None,
+        }
+    }
+
+    /// Whether collection deleted (or is deleting) the object of
+    /// `sequence`: a read found it missing, and it lies below a boundary a
+    /// pass collects. Any other missing object is an error for the read.
+    pub(super) fn was_deleted(&self, sequence: u64) -> bool {
+        sequence < self.collecting_below || self.deleted.contains(&sequence)
+    }
+
+    fn remember(&mut self, deleted: &[u64]) {
+        self.deleted.extend(deleted.iter().copied());
+        while self.deleted.len() > REMEMBERED {
+            self.deleted.pop_first();
+        }
+    }
+}
+
 impl Actor {
     /// Starts a pass if the durable boundary passed what was collected.
     pub(super) fn maybe_collect(&mut self) {
-        if self.refusal().is_some() || !self.passes.is_empty() {
+        if self.refusal().is_some() || !self.collector.passes.is_empty() {
             return;
         }
         let Some(tip) = self.catalog.tip() else {
@@ -52,7 +98,7 @@ impl Actor {
         };
         // The tip is never collected.
         let boundary = tip.reclaim_boundary.min(tip.sequence);
-        if boundary <= self.collected_boundary {
+        if boundary <= self.collector.collected_boundary {
             return;
         }
         let removed = self.catalog.remove_below(boundary);
@@ -61,10 +107,11 @@ impl Actor {
             self.metrics.indexed_bytes.set(self.catalog.bytes() as f64);
         }
         tracing::debug!(boundary, removed, "collecting below the reclaim boundary");
-        self.collecting_below = self.collecting_below.max(boundary);
+        self.collector.collecting_below = self.collector.collecting_below.max(boundary);
         let storage = self.storage.clone();
         let prefix = self.prefix.clone();
-        self.passes
+        self.collector
+            .passes
             .push(tokio::spawn(collect(storage, prefix, boundary)));
     }
 
@@ -80,10 +127,7 @@ impl Actor {
         self.metrics
             .deleted_objects
             .increment(pass.deleted.len() as u64);
-        self.deleted.extend(pass.deleted.iter().copied());
-        while self.deleted.len() > REMEMBERED {
-            self.deleted.pop_first();
-        }
+        self.collector.remember(&pass.deleted);
         if let Some(error) = &pass.list_error {
             tracing::warn!(%error, "listing for collection failed; retried later");
             self.retry_collect_later();
@@ -97,7 +141,7 @@ impl Actor {
             self.retry_collect_later();
         } else {
             if !pass.more {
-                self.collected_boundary = pass.boundary;
+                self.collector.collected_boundary = pass.boundary;
             }
             // More to delete, or a boundary that moved during the pass; a
             // failed pass waits for its retry tick instead.
@@ -106,8 +150,8 @@ impl Actor {
     }
 
     fn retry_collect_later(&mut self) {
-        if self.collect_at.is_none() {
-            self.collect_at = Some(Instant::now() + self.config.flush_interval);
+        if self.collector.tick_at.is_none() {
+            self.collector.tick_at = Some(Instant::now() + self.config.flush_interval);
         }
     }
 
@@ -119,19 +163,19 @@ impl Actor {
     /// The collection tick: retry a failed pass, and let an idle store carry
     /// a boundary that would free indexed objects in one empty object.
     pub(super) fn on_collect_tick(&mut self) {
-        self.collect_at = None;
+        self.collector.tick_at = None;
         if self.refusal().is_some() {
             return;
         }
         self.maybe_collect();
         let idle = self.open.as_ref().is_none_or(|o| o.batch.is_empty())
             && self.pipeline.is_empty()
-            && self.failing.is_none();
+            && self.backlog.failing.is_none();
         if !idle {
             return;
         }
         let durable = self.catalog.tip().map_or(0, |t| t.reclaim_boundary);
-        let next = self.reclaim_boundary(self.next_sequence);
+        let next = self.reclaim_boundary(self.next_sequence, &Default::default());
         // Writing a new tip only to free the old tip frees nothing.
         let tip = self.catalog.tip().map(|t| t.sequence);
         let frees = self
@@ -146,13 +190,6 @@ impl Actor {
             }
             self.seal(SealReason::Collect);
         }
-    }
-
-    /// Whether collection deleted (or is deleting) the object of
-    /// `sequence`: a read found it missing, and it lies below a boundary a
-    /// pass collects. Any other missing object is an error for the read.
-    pub(super) fn was_deleted(&self, sequence: u64) -> bool {
-        sequence < self.collecting_below || self.deleted.contains(&sequence)
     }
 }
 

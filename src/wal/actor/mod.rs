@@ -1,74 +1,80 @@
 //! The actor: the one task that owns the store's mutable state.
 //!
-//! It owns the open batch, the catalog, the watermarks, the release records
-//! and the upload pipeline. Callers send a [`Command`] over a flume channel
-//! and await a oneshot reply. The loop reacts to a command, a finished
-//! create, the flush timer of the open batch, the timer of kept release
-//! records, and the retry timer of a failing store.
+//! Callers send a [`Command`] over a flume channel and await a oneshot
+//! reply. The state lives in rooms, each an owned struct with small, tested
+//! transitions; the actor orchestrates them:
 //!
-//! The pipeline holds sealed batches in sequence order. Up to
-//! `max_inflight_creates` of them are being created at once (started in
-//! sequence order); they are indexed and acknowledged strictly in sequence
-//! order. Each object links to the batch sealed before it, or, when the
-//! pipeline is empty, to the last indexed object.
+//! | room | what it owns |
+//! |---|---|
+//! | [`regions::Regions`] | ids handed out, watermarks, releases, durable ids |
+//! | the open batch ([`Open`]) and the [`SealPolicy`] | admitted entries; when they are sealed |
+//! | [`pipeline::Pipeline`] | sealed batches, creates in flight, reach (rule W5) |
+//! | [`probe::Probes`] | fence probes that precede acknowledgements |
+//! | [`Backlog`] | enqueued mode: held-back appends and the failing state |
+//! | [`Kept`] | release records waiting for the next object |
+//! | [`collect::Collector`] | collection passes and what they deleted |
+//! | [`ledger::Ledger`] | where every admitted entry went |
+//!
+//! After every event the loop calls [`Actor::progress`]: start the creates
+//! that may start, land a marker or start a probe when reach or
+//! acknowledgements need one, then ask the policy whether to seal.
 //!
 //! Outcomes of a create, by ack mode:
 //!
-//! | event                                 | durable mode                              | enqueued mode                                |
+//! | event                                 | durable mode                              | enqueued mode (and any stop)                 |
 //! |---------------------------------------|-------------------------------------------|----------------------------------------------|
-//! | durable                               | indexed in order, callers acked           | indexed in order; the failing state ends     |
+//! | durable                               | probed, indexed in order, callers acked   | probed, indexed in order; failing ends       |
 //! | failed (transient or permanent)       | every batch not yet indexed fails; serving| kept, repeated with the same bytes after a growing delay; *failing* |
 //! | earlier-epoch object at the sequence  | every batch not yet indexed fails; serving| poisoned (acknowledged ids cannot move)      |
-//! | same-or-later epoch object (conflict) | poisoned                                  | poisoned                                     |
-//! | encode or catalog error               | poisoned                                  | poisoned                                     |
+//! | same-or-later epoch object            | fenced or poisoned                        | fenced or poisoned                           |
+//! | encode or catalog error               | poisoned (the loss counted)               | poisoned (the loss counted)                  |
 //! | last sequence indexed                 | acked, then poisoned                      | acked, then poisoned                         |
 //!
 //! Failed sequences are never handed out again; late completions of failed
 //! batches are ignored (their objects are orphans). Release records of a
 //! failed batch are kept and sealed into the next object.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::Arc;
-use std::time::Duration;
 
 use bytes::Bytes;
-use futures::stream::FuturesUnordered;
 use futures::StreamExt;
 use tokio::sync::oneshot;
-use tokio::task::{AbortHandle, JoinHandle};
 use tokio::time::Instant;
 
 use crate::catalog::Catalog;
 use crate::config::Config;
 use crate::error::Error;
-use crate::format::{Tail, RELEASE_REGION};
+use crate::format::RELEASE_REGION;
 use crate::metrics::StoreMetrics;
 use crate::storage::keys::Prefix;
-use crate::storage::Storage;
+use crate::storage::{ObjectStorage, Storage};
 use crate::{EntryId, RegionId};
 
 use super::batch::OpenBatch;
-use super::create::CreateOutcome;
-use super::policy::{SealPolicy, SealReason};
+use super::policy::{Budget, SealPolicy};
+use super::reach::Reach;
 use super::reader::SegmentPage;
+use super::retry::{Backoff, RetryPolicy};
 use super::{Launch, Shared};
 
+mod ack;
 mod admit;
 mod collect;
-mod index;
+mod ledger;
 mod pipeline;
+mod probe;
+mod regions;
+mod seal;
+#[cfg(test)]
+pub(crate) use seal::test_hooks;
 mod stop;
 
 /// The largest payload one append may carry.
 pub(crate) const MAX_APPEND_BYTES: u64 = 1 << 30;
 
-/// Failed creates a stop repeats before it gives the backlog up.
-const STOP_ATTEMPTS: u32 = 5;
-
-/// The first delay before a failed create is repeated; it doubles per
-/// failure up to [`MAX_RETRY_DELAY`].
-const FIRST_RETRY_DELAY: Duration = Duration::from_millis(10);
-const MAX_RETRY_DELAY: Duration = Duration::from_secs(2);
+/// Failed sequences remembered, to answer `wait_durable` about them.
+const FAILED_REMEMBERED: usize = 1 << 12;
 
 pub(crate) type Reply<T> = oneshot::Sender<Result<T, Error>>;
 
@@ -93,6 +99,10 @@ pub(crate) enum Command {
         region: RegionId,
         reply: Reply<()>,
     },
+    /// Seal now; answer once everything admitted before is durable.
+    Flush {
+        reply: Reply<()>,
+    },
     Segments {
         region: RegionId,
         from: EntryId,
@@ -107,6 +117,10 @@ pub(crate) enum Command {
     Stop {
         reply: Reply<()>,
     },
+    /// What the log holds per region.
+    Regions {
+        reply: Reply<Vec<crate::catalog::RegionInfo>>,
+    },
 }
 
 /// Someone waiting for a batch to become durable and indexed.
@@ -117,7 +131,7 @@ pub(crate) enum Waiter {
         arrived: Instant,
         reply: Reply<Vec<EntryId>>,
     },
-    /// A `wait_durable` barrier.
+    /// A `wait_durable` barrier or a `flush`.
     Durable { reply: Reply<()> },
     /// A region release.
     Release { reply: Reply<()> },
@@ -158,40 +172,6 @@ pub(crate) struct Open {
     waiters: Vec<Waiter>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum FlightState {
-    /// Sealed, waiting for a free create slot (or for the retry delay).
-    Waiting,
-    /// Its create is running.
-    Running,
-    /// Durable, waiting for earlier batches to be indexed.
-    Durable,
-}
-
-/// A sealed batch in the pipeline.
-struct Sealed {
-    sequence: u64,
-    bytes: Bytes,
-    tail: Tail,
-    waiters: Vec<Waiter>,
-    opened_at: Instant,
-    sealed_at: Instant,
-    entries: u64,
-    payload_bytes: u64,
-    last_ids: Vec<(RegionId, EntryId)>,
-    releases: BTreeMap<RegionId, EntryId>,
-    state: FlightState,
-    abort: Option<AbortHandle>,
-}
-
-impl Sealed {
-    fn fail_waiters(&mut self, error: &Error) {
-        for waiter in self.waiters.drain(..) {
-            waiter.fail(error.clone());
-        }
-    }
-}
-
 /// An append held back by the backlog bounds (enqueued mode).
 struct Stalled {
     entries: Vec<(RegionId, Bytes)>,
@@ -199,21 +179,29 @@ struct Stalled {
     reply: Reply<Vec<EntryId>>,
 }
 
-/// The failing state of enqueued mode.
-#[derive(Debug, Clone)]
+/// Creates fail and are repeated: enqueued mode, and any mode during a stop.
 struct Failing {
     reason: Arc<str>,
-    failures: u32,
+    backoff: Backoff,
     retry_at: Instant,
+    /// Failing because fence probes fail (a probe's success ends it), not
+    /// creates (a create's success ends it).
+    probe: bool,
 }
 
-/// Acknowledged data dropped before it became durable.
-#[derive(Debug, Clone, Default)]
-struct Loss {
-    entries: u64,
-    bytes: u64,
-    releases: u64,
-    reason: Option<String>,
+/// Enqueued mode's held-back appends, and the failing state of creates.
+#[derive(Default)]
+struct Backlog {
+    stalled: VecDeque<Stalled>,
+    failing: Option<Failing>,
+}
+
+/// Release records waiting for the next object (of failed or refused
+/// releases), coalesced per region, and when they are sealed on their own.
+#[derive(Default)]
+struct Kept {
+    records: BTreeMap<RegionId, EntryId>,
+    deadline: Option<Instant>,
 }
 
 /// An orderly stop in progress.
@@ -236,59 +224,36 @@ pub(crate) struct Actor {
     storage: Storage,
     prefix: Prefix,
     config: Config,
-    policy: SealPolicy,
     epoch: u64,
     metrics: StoreMetrics,
     shared: Arc<Shared>,
+    retry: RetryPolicy,
     catalog: Catalog,
-    /// Per region, the id through which entries are obsolete.
-    watermarks: HashMap<RegionId, EntryId>,
-    /// Per region, the largest id ever handed out.
-    assigned: HashMap<RegionId, EntryId>,
-    /// Regions released in this life or by an indexed record, and through which id.
-    released: HashMap<RegionId, EntryId>,
+    regions: regions::Regions,
+    open: Option<Open>,
+    policy: SealPolicy,
+    /// When the policy asked to be asked again.
+    seal_at: Option<Instant>,
     /// The sequence of the next batch to open.
     next_sequence: u64,
-    open: Option<Open>,
-    /// Release records waiting for the next object (of failed or refused releases).
-    kept_releases: BTreeMap<RegionId, EntryId>,
-    /// When the kept release records are sealed if no batch takes them sooner.
-    kept_deadline: Option<Instant>,
-    pipeline: VecDeque<Sealed>,
-    creates: FuturesUnordered<JoinHandle<(u64, CreateOutcome)>>,
+    pipeline: pipeline::Pipeline,
+    probes: probe::Probes,
+    backlog: Backlog,
+    kept: Kept,
+    collector: collect::Collector,
     /// The largest boundary carried by an object sealed so far.
     boundary: u64,
-    stalled: VecDeque<Stalled>,
-    failing: Option<Failing>,
+    /// Sequences whose batches failed (the latest ones), for `wait_durable`.
+    failed: BTreeSet<u64>,
+    /// The marker's failures in a row, and when it may be tried again.
+    marker_backoff: Option<Backoff>,
+    marker_retry_at: Option<Instant>,
+    ledger: ledger::Ledger,
+    stopping: Option<Stopping>,
     poisoned: Option<Error>,
     /// Set once the last sequence was sealed: no batch can be opened.
     exhausted: bool,
-    stopping: Option<Stopping>,
-    lost: Loss,
-    /// The collection pass in flight (at most one).
-    passes: FuturesUnordered<JoinHandle<collect::Pass>>,
-    /// Every object below this was deleted.
-    collected_boundary: u64,
-    /// The boundary of the latest pass started: objects below it are being
-    /// (or were) deleted.
-    collecting_below: u64,
-    /// Per region, the largest id that is durable and indexed (it survives
-    /// the collection of the region's objects).
-    durable_ids: HashMap<RegionId, EntryId>,
-    /// Sequences collection deleted (the latest ones), for reads.
-    deleted: BTreeSet<u64>,
-    /// When collection runs again (a retry, or the idle tick).
-    collect_at: Option<Instant>,
-    /// The fence probe in flight, by the last sequence it covers.
-    probing: Option<u64>,
-    probes: FuturesUnordered<JoinHandle<(u64, ProbeResult)>>,
-    /// Failed probes in a row, and when the next one starts.
-    probe_failures: u32,
-    probe_retry_at: Option<Instant>,
 }
-
-/// What a fence probe found: a newer epoch, or none.
-pub(crate) type ProbeResult = Result<Option<u64>, crate::storage::StorageError>;
 
 impl Actor {
     pub(crate) fn new(start: Start) -> Self {
@@ -297,52 +262,44 @@ impl Actor {
             shared,
             metrics,
         } = start;
+        let now = Instant::now();
+        let config = launch.config;
+        let budget = match config
+            .early_seals
+            .rate(config.flush_interval, launch.storage.charges_per_request())
+        {
+            None => Budget::unlimited(now),
+            Some(rate) => Budget::per_second(rate, config.max_inflight_creates as f64, now),
+        };
         let boundary = launch.catalog.tip().map_or(0, |t| t.reclaim_boundary);
-        let released = launch.catalog.released().clone();
-        let assigned: HashMap<RegionId, EntryId> = launch
-            .catalog
-            .regions()
-            .into_iter()
-            .map(|r| (r, launch.catalog.last_id(r)))
-            .collect();
+        let collected = launch.catalog.objects().next().map_or(0, |o| o.sequence);
         Actor {
-            policy: SealPolicy {
-                max_batch_bytes: launch.config.max_batch_bytes,
-                flush_interval: launch.config.flush_interval,
-            },
+            policy: SealPolicy::new(config.max_batch_bytes, config.flush_interval, budget),
+            retry: RetryPolicy::new(&config, launch.epoch ^ launch.next_sequence),
             storage: launch.storage,
             prefix: launch.prefix,
-            config: launch.config,
             epoch: launch.epoch,
             metrics,
             shared,
+            regions: regions::Regions::recovered(&launch.catalog),
             catalog: launch.catalog,
-            watermarks: launch.watermarks,
-            durable_ids: assigned.clone(),
-            assigned,
-            released,
-            next_sequence: launch.next_sequence,
             open: None,
-            kept_releases: BTreeMap::new(),
-            kept_deadline: None,
-            pipeline: VecDeque::new(),
-            creates: FuturesUnordered::new(),
+            seal_at: None,
+            next_sequence: launch.next_sequence,
+            pipeline: pipeline::Pipeline::new(Reach::new(launch.epoch, launch.verified)),
+            probes: probe::Probes::default(),
+            backlog: Backlog::default(),
+            kept: Kept::default(),
+            collector: collect::Collector::new(collected),
             boundary,
-            stalled: VecDeque::new(),
-            failing: None,
+            failed: BTreeSet::new(),
+            marker_backoff: None,
+            marker_retry_at: None,
+            ledger: ledger::Ledger::default(),
+            stopping: None,
             poisoned: None,
             exhausted: false,
-            stopping: None,
-            lost: Loss::default(),
-            passes: FuturesUnordered::new(),
-            collected_boundary: 0,
-            collecting_below: 0,
-            deleted: BTreeSet::new(),
-            collect_at: None,
-            probing: None,
-            probes: FuturesUnordered::new(),
-            probe_failures: 0,
-            probe_retry_at: None,
+            config,
         }
     }
 
@@ -351,32 +308,32 @@ impl Actor {
     pub(crate) async fn run(mut self, rx: flume::Receiver<Command>) {
         self.maybe_collect();
         loop {
+            self.progress();
             if self.stop_is_complete() {
                 let result = self.finish_stop();
                 drop(self);
                 stop::answer_stopped(rx, result).await;
                 return;
             }
-            let flush_at = self
-                .open
-                .as_ref()
-                .filter(|o| !o.batch.is_empty())
-                .map(|o| self.policy.deadline(o.batch.opened_at));
-            let kept_at = self.kept_deadline;
-            let collect_at = self.collect_at;
-            let probe_at = self.probe_retry_at;
-            // Only while a create could start: with every slot busy, a
-            // completion starts the next one (a due timer would spin).
+            let seal_at = self.seal_at;
+            let kept_at = self.kept.deadline;
+            let collect_at = self.collector.tick_at;
+            let probe_at = self.probes.retry_at;
+            let marker_at = self.marker_retry_at;
+            // Only until it passes: afterwards a create starts as soon as a
+            // slot is free, on the event that frees it (a due timer would spin).
+            let now = Instant::now();
             let retry_at = self
+                .backlog
                 .failing
                 .as_ref()
-                .filter(|_| self.has_startable())
-                .map(|f| f.retry_at);
+                .map(|f| f.retry_at)
+                .filter(|at| *at > now && self.pipeline.has_waiting());
             tokio::select! {
                 biased;
-                Some(done) = self.creates.next(), if !self.creates.is_empty() => self.on_join(done),
-                Some(done) = self.probes.next(), if !self.probes.is_empty() => self.on_probe(done),
-                Some(done) = self.passes.next(), if !self.passes.is_empty() => self.on_pass(done),
+                Some(done) = self.pipeline.creates.next(), if !self.pipeline.creates.is_empty() => self.on_create_done(done),
+                Some(done) = self.probes.in_flight.next(), if !self.probes.in_flight.is_empty() => self.on_probe(done),
+                Some(done) = self.collector.passes.next(), if !self.collector.passes.is_empty() => self.on_pass(done),
                 command = rx.recv_async() => match command {
                     Ok(command) => self.handle(command),
                     Err(_) => {
@@ -384,11 +341,12 @@ impl Actor {
                         return;
                     }
                 },
-                () = sleep_until(flush_at), if flush_at.is_some() => self.seal(SealReason::Timer),
+                () = sleep_until(seal_at), if seal_at.is_some() => self.seal_at = None,
                 () = sleep_until(kept_at), if kept_at.is_some() => self.on_kept_tick(),
-                () = sleep_until(retry_at), if retry_at.is_some() => self.start_creates(),
+                () = sleep_until(retry_at), if retry_at.is_some() => {}
                 () = sleep_until(collect_at), if collect_at.is_some() => self.on_collect_tick(),
-                () = sleep_until(probe_at), if probe_at.is_some() => self.on_probe_retry(),
+                () = sleep_until(probe_at), if probe_at.is_some() => self.probes.retry_at = None,
+                () = sleep_until(marker_at), if marker_at.is_some() => self.marker_retry_at = None,
             }
         }
     }
@@ -405,6 +363,7 @@ impl Actor {
             }
             Command::WaitDurable { region, id, reply } => self.on_wait_durable(region, id, reply),
             Command::Release { region, reply } => self.on_release(region, reply),
+            Command::Flush { reply } => self.on_flush(reply),
             Command::Segments {
                 region,
                 from,
@@ -414,10 +373,31 @@ impl Actor {
                 let _ = reply.send(self.on_segments(region, from, limit));
             }
             Command::Deleted { sequence, reply } => {
-                let _ = reply.send(Ok(self.was_deleted(sequence)));
+                let _ = reply.send(Ok(self.collector.was_deleted(sequence)));
             }
             Command::Stop { reply } => self.on_stop(reply),
+            Command::Regions { reply } => {
+                let (watermarks, released) = self.regions.tables();
+                let _ = reply.send(Ok(self.catalog.region_infos(watermarks, released)));
+            }
         }
+    }
+
+    /// After every event: start what may start, then let the policy seal
+    /// (and start again for what it sealed).
+    fn progress(&mut self) {
+        loop {
+            if self.poisoned.is_some() {
+                return;
+            }
+            self.start_creates();
+            self.maybe_marker();
+            self.maybe_probe();
+            if !self.apply_policy() {
+                break;
+            }
+        }
+        self.publish_unpersisted();
     }
 
     /// The error every request gets in the current state, if any.
@@ -435,45 +415,38 @@ impl Actor {
     /// abandoned; their objects, if they land, are orphans or are adopted by
     /// the next recovery exactly as after a crash.
     fn crash(&mut self) {
-        for sealed in &self.pipeline {
-            if let Some(abort) = &sealed.abort {
-                abort.abort();
-            }
-        }
-        for pass in self.passes.iter() {
+        self.pipeline.abort_all();
+        for pass in self.collector.passes.iter() {
             pass.abort();
         }
-        for probe in self.probes.iter() {
+        for probe in self.probes.in_flight.iter() {
             probe.abort();
         }
         tracing::debug!(prefix = %self.prefix, "every handle dropped; the actor ends");
     }
 
-    fn has_running(&self) -> bool {
-        self.pipeline
-            .iter()
-            .any(|s| s.state == FlightState::Running)
-    }
-
-    /// Whether a batch waits for its create within the window of batches
-    /// that may be created (the first `max_inflight_creates`).
-    fn has_startable(&self) -> bool {
-        self.pipeline
-            .iter()
-            .take(self.config.max_inflight_creates)
-            .any(|s| s.state == FlightState::Waiting)
-    }
-
     /// Payload bytes admitted but not yet durable.
     fn unpersisted_bytes(&self) -> u64 {
-        self.open.as_ref().map_or(0, |o| o.batch.payload_bytes)
-            + self.pipeline.iter().map(|s| s.payload_bytes).sum::<u64>()
+        self.open.as_ref().map_or(0, |o| o.batch.payload_bytes) + self.pipeline.payload_bytes()
+    }
+
+    /// Entries admitted but not yet durable or given up.
+    fn pending_entries(&self) -> u64 {
+        self.open.as_ref().map_or(0, |o| o.batch.entries) + self.pipeline.entries()
     }
 
     fn publish_unpersisted(&self) {
         self.metrics
             .unpersisted_bytes
             .set(self.unpersisted_bytes() as f64);
+    }
+
+    /// Remembers that the batch of `sequence` failed.
+    fn remember_failed(&mut self, sequence: u64) {
+        self.failed.insert(sequence);
+        while self.failed.len() > FAILED_REMEMBERED {
+            self.failed.pop_first();
+        }
     }
 }
 
@@ -484,13 +457,6 @@ fn check_region(region: RegionId) -> Result<(), Error> {
         )));
     }
     Ok(())
-}
-
-/// The delay before the next attempt after `failures` failed creates.
-fn retry_delay(failures: u32) -> Duration {
-    FIRST_RETRY_DELAY
-        .saturating_mul(1u32 << failures.saturating_sub(1).min(16))
-        .min(MAX_RETRY_DELAY)
 }
 
 async fn sleep_until(deadline: Option<Instant>) {

@@ -1,433 +1,410 @@
-//! The upload pipeline: sealing, conditional creates, and what a failed
-//! create does in each ack mode (indexing is in `index.rs`).
+//! The upload pipeline: sealed batches in sequence order, the creates in
+//! flight, and the reach that bounds where a create may go.
+//!
+//! Invariants:
+//! - batches are held in strictly increasing sequence order and leave only
+//!   from the front (indexed) or all together (failed);
+//! - creates start in sequence order, at most `max_inflight_creates` at once,
+//!   and never beyond reach (rule W5 of [`super::super::reach`]);
+//! - `present` is the highest sequence at which an object is known to exist
+//!   (a durable batch, a landed marker, a late object seen); a fence probe
+//!   that starts with it and misses every newer fence verifies it.
 
-use tokio::task::JoinError;
+use std::collections::{BTreeMap, VecDeque};
+use std::future::Future;
+
+use bytes::Bytes;
+use futures::stream::FuturesUnordered;
+use tokio::task::{AbortHandle, JoinHandle};
 use tokio::time::Instant;
-use tracing::Instrument;
 
-use crate::config::AckMode;
-use crate::error::Error;
-use crate::format::{self, Header, Link, TailDecode};
-use crate::storage::StorageError;
+use crate::format::Tail;
 use crate::{EntryId, RegionId};
 
-use super::super::create::{create_object, CreateOutcome};
-use super::super::policy::SealReason;
-use super::{retry_delay, Actor, Failing, FlightState, Sealed, Waiter};
+use super::super::create::CreateOutcome;
+use super::super::reach::{self, Reach};
+use super::Waiter;
 
-impl Actor {
-    /// Seals the open batch (if it holds anything) into the pipeline.
-    pub(super) fn seal(&mut self, reason: SealReason) {
-        // Kept release records ride with any batch sealed while the store
-        // is not failing.
-        if self.failing.is_none() && !self.kept_releases.is_empty() {
-            if let Some(open) = self.open.as_mut() {
-                open.batch
-                    .add_releases(std::mem::take(&mut self.kept_releases));
-                self.kept_deadline = None;
-            }
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum FlightState {
+    /// Sealed, waiting for a create slot, for reach, or for a retry delay.
+    Waiting,
+    /// Its create is running.
+    Running,
+    /// Durable, waiting for a probe and for earlier batches to be indexed.
+    Durable,
+}
+
+/// A sealed batch in the pipeline.
+pub(super) struct Sealed {
+    pub(super) sequence: u64,
+    pub(super) bytes: Bytes,
+    pub(super) tail: Tail,
+    pub(super) waiters: Vec<Waiter>,
+    pub(super) opened_at: Instant,
+    pub(super) sealed_at: Instant,
+    pub(super) entries: u64,
+    pub(super) payload_bytes: u64,
+    pub(super) last_ids: Vec<(RegionId, EntryId)>,
+    pub(super) releases: BTreeMap<RegionId, EntryId>,
+    pub(super) state: FlightState,
+    pub(super) abort: Option<AbortHandle>,
+}
+
+impl Sealed {
+    pub(super) fn fail_waiters(&mut self, error: &crate::Error) {
+        for waiter in self.waiters.drain(..) {
+            waiter.fail(error.clone());
         }
-        let collect = reason == SealReason::Collect;
-        let Some(open) = self.open.take_if(|o| collect || !o.batch.is_empty()) else {
-            return;
-        };
-        let batch = open.batch;
-        let sequence = batch.sequence;
-        let span = tracing::debug_span!("seal", sequence, reason = reason.as_str());
-        let _guard = span.enter();
-        let link = match self.pipeline.back() {
-            Some(previous) => Some(Link {
-                sequence: previous.sequence,
-                epoch: self.epoch,
-            }),
-            None => self.catalog.tip().map(|t| Link {
-                sequence: t.sequence,
-                epoch: t.epoch,
-            }),
-        };
-        let reclaim_boundary = self.reclaim_boundary(sequence);
-        let entries = batch.entries;
-        let payload_bytes = batch.payload_bytes;
-        let opened_at = batch.opened_at;
-        let last_ids: Vec<_> = batch.last_ids().collect();
-        let releases = batch.releases.clone();
-        let object = batch.into_object(Header {
-            sequence,
-            epoch: self.epoch,
-            link,
-            reclaim_boundary,
-        });
-        let encoded = format::encode(&object).and_then(|bytes| {
-            match format::decode_tail(&bytes, bytes.len() as u64)? {
-                TailDecode::Complete(tail) => Ok((bytes, tail)),
-                TailDecode::NeedFooter { .. } => Err(format::FormatError::invalid(
-                    "tail",
-                    0,
-                    "the tail of a whole object must decode from the object",
-                )),
-            }
-        });
-        let (bytes, tail) = match encoded {
-            Ok(encoded) => encoded,
-            Err(e) => {
-                let reason = format!("encoding object {sequence} failed: {e}");
-                for waiter in open.waiters {
-                    waiter.fail(Error::Poisoned {
-                        reason: reason.clone().into(),
-                    });
+    }
+
+    /// The largest id of `region` in this batch.
+    pub(super) fn last_id(&self, region: RegionId) -> Option<EntryId> {
+        self.last_ids
+            .iter()
+            .find(|(r, _)| *r == region)
+            .map(|(_, id)| *id)
+    }
+}
+
+/// What a create was for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum CreateKind {
+    /// A sealed batch.
+    Batch,
+    /// A marker: an empty object that proves a sequence present.
+    Marker,
+}
+
+/// A finished create.
+pub(super) type CreateDone = (u64, CreateKind, CreateOutcome);
+
+/// The sealed batches and their creates.
+pub(super) struct Pipeline {
+    batches: VecDeque<Sealed>,
+    running: usize,
+    reach: Reach,
+    present: u64,
+    marker: Option<(u64, AbortHandle)>,
+    pub(super) creates: FuturesUnordered<JoinHandle<CreateDone>>,
+}
+
+impl Pipeline {
+    /// An empty pipeline of a process whose `reach` is known.
+    pub(super) fn new(reach: Reach) -> Self {
+        Pipeline {
+            batches: VecDeque::new(),
+            running: 0,
+            present: reach.verified(),
+            reach,
+            marker: None,
+            creates: FuturesUnordered::new(),
+        }
+    }
+
+    pub(super) fn push(&mut self, sealed: Sealed) {
+        debug_assert!(self
+            .batches
+            .back()
+            .is_none_or(|b| b.sequence < sealed.sequence));
+        self.batches.push_back(sealed);
+    }
+
+    pub(super) fn is_empty(&self) -> bool {
+        self.batches.is_empty()
+    }
+
+    pub(super) fn front(&self) -> Option<&Sealed> {
+        self.batches.front()
+    }
+
+    pub(super) fn back(&self) -> Option<&Sealed> {
+        self.batches.back()
+    }
+
+    pub(super) fn iter_mut(&mut self) -> impl Iterator<Item = &mut Sealed> {
+        self.batches.iter_mut()
+    }
+
+    pub(super) fn get_mut(&mut self, sequence: u64) -> Option<&mut Sealed> {
+        self.batches.iter_mut().find(|b| b.sequence == sequence)
+    }
+
+    /// Creates running (batches and the marker).
+    pub(super) fn running(&self) -> usize {
+        self.running + usize::from(self.marker.is_some())
+    }
+
+    pub(super) fn reach(&self) -> &Reach {
+        &self.reach
+    }
+
+    /// The highest sequence known present.
+    pub(super) fn present(&self) -> u64 {
+        self.present
+    }
+
+    /// An object is known to exist at `sequence`.
+    pub(super) fn saw_present(&mut self, sequence: u64) {
+        self.present = self.present.max(sequence);
+    }
+
+    /// A probe that started with `present` missed every newer fence.
+    pub(super) fn verify(&mut self, present: u64) {
+        self.reach.verify(present);
+    }
+
+    /// Whether a batch waits for its create.
+    pub(super) fn has_waiting(&self) -> bool {
+        self.batches.iter().any(|b| b.state == FlightState::Waiting)
+    }
+
+    /// Whether a new batch at `sequence` could start its create at once:
+    /// nothing waits before it, a slot is free, and it is within reach.
+    pub(super) fn could_start(&self, sequence: u64, max_inflight: usize) -> bool {
+        !self.has_waiting() && self.running() < max_inflight && self.reach.allows(sequence)
+    }
+
+    /// The next batch whose create may start now, if any (creates start in
+    /// sequence order, within the slots and within reach).
+    pub(super) fn next_startable(&mut self, max_inflight: usize) -> Option<&mut Sealed> {
+        if self.running() >= max_inflight {
+            return None;
+        }
+        let reach = self.reach;
+        self.batches
+            .iter_mut()
+            .find(|b| b.state == FlightState::Waiting)
+            .filter(|b| reach.allows(b.sequence))
+    }
+
+    /// Starts a create task: `sequence` must be a waiting batch (or, for a
+    /// marker, the sequence [`Pipeline::marker_needed`] named).
+    pub(super) fn start(
+        &mut self,
+        sequence: u64,
+        kind: CreateKind,
+        task: impl Future<Output = CreateDone> + Send + 'static,
+    ) {
+        let handle = tokio::spawn(task);
+        let abort = handle.abort_handle();
+        match kind {
+            CreateKind::Batch => {
+                if let Some(b) = self.get_mut(sequence) {
+                    b.state = FlightState::Running;
+                    b.abort = Some(abort);
                 }
-                self.poison(reason);
-                return;
+                self.running += 1;
             }
-        };
-        self.boundary = reclaim_boundary;
-        if sequence == format::MAX_SEQUENCE {
-            self.exhausted = true;
+            CreateKind::Marker => self.marker = Some((sequence, abort)),
         }
-        tracing::debug!(
-            bytes = bytes.len(),
-            entries,
-            releases = releases.len(),
-            "sealed"
-        );
-        self.pipeline.push_back(Sealed {
+        self.creates.push(handle);
+    }
+
+    /// A batch create finished: `None` when the batch is no longer running
+    /// (it failed with the pipeline; a late completion is an orphan).
+    pub(super) fn finished(&mut self, sequence: u64) -> Option<&mut Sealed> {
+        let batch = self
+            .batches
+            .iter_mut()
+            .find(|b| b.sequence == sequence && b.state == FlightState::Running)?;
+        self.running = self.running.saturating_sub(1);
+        batch.abort = None;
+        Some(batch)
+    }
+
+    /// The marker create finished.
+    pub(super) fn marker_finished(&mut self, sequence: u64) -> bool {
+        if self.marker.as_ref().is_some_and(|(s, _)| *s == sequence) {
+            self.marker = None;
+            return true;
+        }
+        false
+    }
+
+    /// Where a marker must land before the first waiting batch can start: its
+    /// sequence is beyond reach, nothing running or durable-but-unprobed can
+    /// raise the verified sequence, and no marker is in flight.
+    pub(super) fn marker_needed(&self, probing: bool) -> Option<u64> {
+        if self.marker.is_some() || self.running > 0 || probing {
+            return None;
+        }
+        if self.present > self.reach.verified() {
+            return None; // a probe will verify what is present
+        }
+        let first = self
+            .batches
+            .iter()
+            .find(|b| b.state == FlightState::Waiting)?;
+        reach::marker_sequence(&self.reach, first.sequence)
+    }
+
+    /// The last sequence of the durable batches at the front, if any.
+    pub(super) fn durable_prefix_end(&self) -> Option<u64> {
+        self.batches
+            .iter()
+            .take_while(|b| b.state == FlightState::Durable)
+            .last()
+            .map(|b| b.sequence)
+    }
+
+    /// Takes the front batch if it is durable and at or below `covers`.
+    pub(super) fn pop_indexable(&mut self, covers: u64) -> Option<Sealed> {
+        if self
+            .batches
+            .front()
+            .is_some_and(|b| b.state == FlightState::Durable && b.sequence <= covers)
+        {
+            return self.batches.pop_front();
+        }
+        None
+    }
+
+    /// Takes every batch out (a failed pipeline, or a loss); their sequences
+    /// stay used, and creates still running finish as orphans.
+    pub(super) fn drain(&mut self) -> Vec<Sealed> {
+        self.running = 0;
+        self.batches.drain(..).collect()
+    }
+
+    /// Aborts every create in flight (the actor ends).
+    pub(super) fn abort_all(&mut self) {
+        for b in &self.batches {
+            if let Some(abort) = &b.abort {
+                abort.abort();
+            }
+        }
+        if let Some((_, abort)) = &self.marker {
+            abort.abort();
+        }
+    }
+
+    /// Payload bytes of the sealed batches.
+    pub(super) fn payload_bytes(&self) -> u64 {
+        self.batches.iter().map(|b| b.payload_bytes).sum()
+    }
+
+    /// Entries of the sealed batches.
+    pub(super) fn entries(&self) -> u64 {
+        self.batches.iter().map(|b| b.entries).sum()
+    }
+
+    /// Release records sealed in batches at or below `sequence`, by region.
+    pub(super) fn releases_through(&self, sequence: u64) -> BTreeMap<RegionId, EntryId> {
+        let mut out = BTreeMap::new();
+        for b in self.batches.iter().take_while(|b| b.sequence <= sequence) {
+            for (region, through) in &b.releases {
+                let slot = out.entry(*region).or_insert(0);
+                *slot = (*slot).max(*through);
+            }
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::format::{self, Header, Object, TailDecode};
+
+    fn sealed(sequence: u64) -> Sealed {
+        let object = Object {
+            header: Header {
+                sequence,
+                epoch: 2,
+                link: None,
+                reclaim_boundary: 0,
+            },
+            segments: Vec::new(),
+            releases: Vec::new(),
+        };
+        let bytes = format::encode(&object).unwrap();
+        let TailDecode::Complete(tail) = format::decode_tail(&bytes, bytes.len() as u64).unwrap()
+        else {
+            panic!("a whole object has a complete tail")
+        };
+        Sealed {
             sequence,
             bytes,
             tail,
-            waiters: open.waiters,
-            opened_at,
+            waiters: Vec::new(),
+            opened_at: Instant::now(),
             sealed_at: Instant::now(),
-            entries,
-            payload_bytes,
-            last_ids,
-            releases,
+            entries: 1,
+            payload_bytes: 10,
+            last_ids: vec![(1, format::entry_id(sequence, 1))],
+            releases: BTreeMap::new(),
             state: FlightState::Waiting,
             abort: None,
-        });
-        self.start_creates();
-    }
-
-    /// The boundary an object sealed now at `sequence` carries: the lowest
-    /// sequence that may still hold a live entry, indexed or in the pipeline,
-    /// never below a boundary already carried.
-    pub(super) fn reclaim_boundary(&self, sequence: u64) -> u64 {
-        let watermarks = &self.watermarks;
-        let live = self
-            .catalog
-            .first_live_sequence(|region| watermarks.get(&region).copied().unwrap_or(0));
-        let pending = self.pipeline.front().map(|s| s.sequence);
-        [live, pending, Some(sequence)]
-            .into_iter()
-            .flatten()
-            .min()
-            .unwrap_or(sequence)
-            .max(self.boundary)
-    }
-
-    /// Starts creates for waiting batches while slots are free, in sequence
-    /// order (not before the retry time of a failing store).
-    pub(super) fn start_creates(&mut self) {
-        if self.poisoned.is_some() {
-            return;
-        }
-        if self
-            .failing
-            .as_ref()
-            .is_some_and(|f| Instant::now() < f.retry_at)
-        {
-            return;
-        }
-        // Only the first `max_inflight_creates` batches of the pipeline may
-        // be created: a process never creates more than that many objects
-        // beyond its last acknowledged one, which is what the gap a newer
-        // process leaves after its start object relies on (fence::FENCE_GAP).
-        for sealed in self
-            .pipeline
-            .iter_mut()
-            .take(self.config.max_inflight_creates)
-        {
-            if sealed.state != FlightState::Waiting {
-                continue;
-            }
-            let storage = self.storage.clone();
-            let key = self.prefix.object_key(sealed.sequence);
-            let bytes = sealed.bytes.clone();
-            let epoch = self.epoch;
-            let sequence = sealed.sequence;
-            let span = tracing::debug_span!("create", key = %key, bytes = bytes.len());
-            let handle = tokio::spawn(
-                async move { (sequence, create_object(&storage, &key, bytes, epoch).await) }
-                    .instrument(span),
-            );
-            sealed.abort = Some(handle.abort_handle());
-            sealed.state = FlightState::Running;
-            self.creates.push(handle);
         }
     }
 
-    pub(super) fn on_join(&mut self, done: Result<(u64, CreateOutcome), JoinError>) {
-        match done {
-            Ok((sequence, outcome)) => self.on_created(sequence, outcome),
-            Err(e) if e.is_cancelled() => {}
-            Err(e) => self.poison(format!("a create task failed: {e}")),
-        }
+    async fn done(sequence: u64) -> CreateDone {
+        (sequence, CreateKind::Batch, CreateOutcome::Durable)
     }
 
-    fn on_created(&mut self, sequence: u64, outcome: CreateOutcome) {
-        let Some(position) = self
-            .pipeline
-            .iter()
-            .position(|s| s.sequence == sequence && s.state == FlightState::Running)
-        else {
-            tracing::debug!(
-                sequence,
-                ?outcome,
-                "late completion of a failed batch: an orphan"
-            );
-            return;
-        };
-        let key = self.prefix.object_key(sequence);
-        let mode = self.config.ack_mode;
-        match outcome {
-            CreateOutcome::Durable => {
-                if let Some(sealed) = self.pipeline.get_mut(position) {
-                    sealed.state = FlightState::Durable;
-                    sealed.abort = None;
-                }
-                self.metrics.created_objects.increment(1);
-                if self.failing.take().is_some() {
-                    tracing::info!(key, "a create succeeded: the store is no longer failing");
-                    if !self.kept_releases.is_empty() && self.kept_deadline.is_none() {
-                        self.kept_deadline = Some(Instant::now() + self.config.flush_interval);
-                    }
-                }
-                self.index_ready();
-            }
-            CreateOutcome::Failed(error) => {
-                self.metrics.create_failures.increment(1);
-                match mode {
-                    AckMode::Durable => {
-                        tracing::warn!(key, %error, "create failed; failing every batch not yet indexed");
-                        self.fail_pipeline(Error::Storage { source: error });
-                    }
-                    AckMode::Enqueued => self.repeat_later(position, &key, error),
-                }
-            }
-            CreateOutcome::Stale { epoch } => {
-                self.metrics.create_conflicts.increment(1);
-                let reason = format!("{key} is held by an object of the earlier epoch {epoch}");
-                match mode {
-                    AckMode::Durable => {
-                        tracing::warn!(key, epoch, "an earlier epoch's object holds the sequence");
-                        self.fail_pipeline(Error::NotDurable {
-                            reason: reason.into(),
-                        });
-                    }
-                    // Acknowledged ids name this sequence: they cannot move.
-                    AckMode::Enqueued => self.poison(format!(
-                        "{reason}: acknowledged entries of that batch cannot be made durable"
-                    )),
-                }
-            }
-            CreateOutcome::Conflict { epoch } => {
-                self.metrics.create_conflicts.increment(1);
-                let reason = match epoch {
-                    Some(newer) if newer > self.epoch => format!(
-                        "fenced: {key} is held by a newer process (epoch {newer}; ours is {}), \
-                         which opened this prefix",
-                        self.epoch
-                    ),
-                    Some(same) => format!(
-                        "{key} is held by another writer of the same epoch {same}: \
-                         another process writes this prefix"
-                    ),
-                    None => format!(
-                        "{key} is held by an object that is not objwal's: \
-                         another writer uses this prefix"
-                    ),
-                };
-                self.poison(reason);
-            }
+    #[tokio::test]
+    async fn creates_start_in_order_within_slots_and_reach() {
+        let mut p = Pipeline::new(Reach::new(2, 100));
+        for s in [101, 102, 103, 100 + reach::GAP + 1] {
+            p.push(sealed(s));
         }
-        self.after_pipeline_change();
+        assert!(!p.could_start(200, 2), "batches wait");
+        let first = p.next_startable(2).map(|b| b.sequence);
+        assert_eq!(first, Some(101));
+        p.start(101, CreateKind::Batch, done(101));
+        p.start(102, CreateKind::Batch, done(102));
+        assert!(p.next_startable(2).is_none(), "both slots busy");
+        assert_eq!(p.next_startable(3).map(|b| b.sequence), Some(103));
+        p.start(103, CreateKind::Batch, done(103));
+        assert!(
+            p.next_startable(8).is_none(),
+            "the last batch is beyond reach"
+        );
+        assert_eq!(
+            p.marker_needed(false),
+            None,
+            "creates running may verify more"
+        );
+        p.finished(101).unwrap().state = FlightState::Durable;
+        assert_eq!(p.durable_prefix_end(), Some(101));
+        p.saw_present(101);
+        p.verify(101);
+        assert_eq!(
+            p.next_startable(8).map(|b| b.sequence),
+            Some(100 + reach::GAP + 1)
+        );
     }
 
-    /// Enqueued mode: a failed create is kept and repeated with the same
-    /// bytes after a growing delay; the store is failing until a create
-    /// succeeds. Once a stop has begun the repeats are bounded.
-    fn repeat_later(&mut self, position: usize, key: &str, error: StorageError) {
-        if let Some(sealed) = self.pipeline.get_mut(position) {
-            sealed.state = FlightState::Waiting;
-            sealed.abort = None;
-        }
-        if let Some(stopping) = self.stopping.as_mut() {
-            stopping.attempts_left = stopping.attempts_left.saturating_sub(1);
-            if !error.is_transient() || stopping.attempts_left == 0 {
-                self.lose_backlog(format!("stop gave up creating {key}: {error}"));
-                return;
-            }
-        }
-        let failures = self.failing.as_ref().map_or(0, |f| f.failures) + 1;
-        let delay = retry_delay(failures);
-        tracing::warn!(key, %error, failures, ?delay, "create failed; the store is failing and repeats it");
-        let reason: std::sync::Arc<str> = format!("creating {key} failed: {error}").into();
-        if self.failing.is_none() {
-            // Releases still pending fail now; their records stay in their
-            // batches and become durable once a create succeeds.
-            let failing = crate::error::Error::Failing {
-                reason: format!("{reason}; the release record stays in the backlog").into(),
-            };
-            for sealed in self.pipeline.iter_mut() {
-                let (releases, others): (Vec<_>, Vec<_>) = sealed
-                    .waiters
-                    .drain(..)
-                    .partition(|w| matches!(w, Waiter::Release { .. }));
-                sealed.waiters = others;
-                for waiter in releases {
-                    waiter.fail(failing.clone());
-                }
-            }
-        }
-        self.failing = Some(Failing {
-            reason,
-            failures,
-            retry_at: Instant::now() + delay,
-        });
+    #[test]
+    fn a_marker_is_needed_only_when_nothing_can_verify_more() {
+        let mut p = Pipeline::new(Reach::new(2, 10));
+        p.push(sealed(10 + 3 * reach::GAP));
+        assert_eq!(p.marker_needed(true), None, "a probe is in flight");
+        assert_eq!(p.marker_needed(false), Some(10 + 3 * reach::GAP - 1));
+        p.saw_present(12);
+        assert_eq!(p.marker_needed(false), None, "a probe would verify 12");
     }
 
-    /// Durable mode: fails every batch not yet indexed; their sequences stay
-    /// consumed and their release records are kept for the next object.
-    fn fail_pipeline(&mut self, error: Error) {
-        let failed: Vec<Sealed> = self.pipeline.drain(..).collect();
-        for mut sealed in failed {
-            sealed.fail_waiters(&error);
-            self.keep_releases(sealed.releases);
-        }
-        self.publish_unpersisted();
-    }
-
-    /// Keeps release records (coalesced, one per region) for the next object,
-    /// sealed on the next tick if nothing takes them sooner. After a stop has
-    /// sealed its last object, a kept record is a lost one.
-    pub(super) fn keep_releases(&mut self, records: impl IntoIterator<Item = (RegionId, EntryId)>) {
-        let final_sealed = self.stopping.as_ref().is_some_and(|s| s.final_sealed);
-        for (region, through) in records {
-            if final_sealed || self.poisoned.is_some() {
-                if self.stopping.is_some() {
-                    self.lost.releases += 1;
-                    self.lost.reason.get_or_insert_with(|| {
-                        format!("the release record of region {region} could not be made durable")
-                    });
-                }
-                continue;
-            }
-            let slot = self.kept_releases.entry(region).or_insert(through);
-            *slot = (*slot).max(through);
-        }
-        if !self.kept_releases.is_empty() && self.kept_deadline.is_none() {
-            self.kept_deadline = Some(Instant::now() + self.config.flush_interval);
-        }
-    }
-
-    /// The tick of kept release records: seal them, unless the store is
-    /// failing (then wait for the first tick after a create succeeds).
-    pub(super) fn on_kept_tick(&mut self) {
-        self.kept_deadline = None;
-        if self.kept_releases.is_empty() || self.refusal().is_some() {
-            return;
-        }
-        if self.failing.is_some() {
-            self.kept_deadline = Some(Instant::now() + self.config.flush_interval);
-            return;
-        }
-        if let Err(e) = self.open_batch(Instant::now()) {
-            tracing::error!(error = %e, "cannot seal kept release records");
-            return;
-        }
-        self.seal(SealReason::Requested);
-    }
-
-    /// Enqueued mode: drops the whole backlog, counting what acknowledged
-    /// data it held, and fails everyone waiting on it.
-    pub(super) fn lose_backlog(&mut self, reason: String) {
-        tracing::error!(prefix = %self.prefix, reason, "dropping the backlog");
-        let mut lost_entries = 0;
-        let mut lost_bytes = 0;
-        let mut lost_releases = self.kept_releases.len() as u64;
-        self.kept_releases.clear();
-        self.kept_deadline = None;
-        let mut waiters = Vec::new();
-        if let Some(open) = self.open.take() {
-            lost_entries += open.batch.entries;
-            lost_bytes += open.batch.payload_bytes;
-            lost_releases += open.batch.releases.len() as u64;
-            waiters.extend(open.waiters);
-        }
-        for sealed in self.pipeline.drain(..) {
-            lost_entries += sealed.entries;
-            lost_bytes += sealed.payload_bytes;
-            lost_releases += sealed.releases.len() as u64;
-            waiters.extend(sealed.waiters);
-        }
-        if self.config.ack_mode == AckMode::Enqueued {
-            self.lost.entries += lost_entries;
-            self.lost.bytes += lost_bytes;
-        }
-        if self.stopping.is_some() {
-            self.lost.releases += lost_releases;
-        }
-        self.lost.reason.get_or_insert(reason);
-        let error = self.lost_error();
-        for waiter in waiters {
-            waiter.fail(error.clone());
-        }
-        self.publish_unpersisted();
-    }
-
-    /// Latches the terminal error and fails everything pending.
-    pub(super) fn poison(&mut self, reason: String) {
-        if self.poisoned.is_some() {
-            return;
-        }
-        tracing::error!(prefix = %self.prefix, reason, "poisoned");
-        self.metrics.poisoned.increment(1);
-        let error = Error::Poisoned {
-            reason: reason.clone().into(),
-        };
-        self.poisoned = Some(error.clone());
-        self.fail_stalled(&error);
-        let has_backlog = self.open.as_ref().is_some_and(|o| !o.batch.is_empty())
-            || !self.pipeline.is_empty()
-            || !self.kept_releases.is_empty();
-        if has_backlog {
-            // Entries acknowledged in enqueued mode and release records after
-            // a stop began are counted as lost; every waiter gets the poison.
-            let mut waiters = Vec::new();
-            if let Some(open) = self.open.as_mut() {
-                waiters.append(&mut open.waiters);
-            }
-            for sealed in self.pipeline.iter_mut() {
-                waiters.append(&mut sealed.waiters);
-            }
-            for waiter in waiters {
-                waiter.fail(error.clone());
-            }
-            self.lose_backlog(format!("the store was poisoned: {reason}"));
-        }
-    }
-
-    /// The error of a loss, for waiters and for stop.
-    pub(super) fn lost_error(&self) -> Error {
-        Error::Lost {
-            entries: self.lost.entries,
-            bytes: self.lost.bytes,
-            releases: self.lost.releases,
-            reason: self
-                .lost
-                .reason
-                .clone()
-                .unwrap_or_else(|| "unknown".to_owned())
-                .into(),
-        }
+    #[test]
+    fn indexing_takes_durable_batches_from_the_front_only() {
+        let mut p = Pipeline::new(Reach::new(1, 0));
+        p.push(sealed(1));
+        p.push(sealed(2));
+        p.get_mut(2).unwrap().state = FlightState::Durable;
+        assert_eq!(p.durable_prefix_end(), None);
+        assert!(p.pop_indexable(2).is_none());
+        p.get_mut(1).unwrap().state = FlightState::Durable;
+        assert_eq!(p.durable_prefix_end(), Some(2));
+        assert_eq!(p.pop_indexable(1).map(|b| b.sequence), Some(1));
+        assert!(p.pop_indexable(1).is_none(), "2 is above what was covered");
+        let mut r = sealed(3);
+        r.releases.insert(7, 99);
+        p.push(r);
+        assert_eq!(p.releases_through(2).len(), 0);
+        assert_eq!(p.releases_through(3).get(&7), Some(&99));
+        assert_eq!((p.entries(), p.payload_bytes()), (2, 20));
+        assert_eq!(p.drain().len(), 2);
+        assert!(p.is_empty());
     }
 }

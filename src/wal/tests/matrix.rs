@@ -298,8 +298,9 @@ async fn catalog_rejects() {
         config: config(),
         epoch: 2,
         catalog,
-        watermarks: Default::default(),
         next_sequence: 2,
+        verified: 1,
+        damage: Default::default(),
     });
     let err = wal.append(vec![(1, b("a"))]).await.unwrap_err();
     assert!(

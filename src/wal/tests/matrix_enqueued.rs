@@ -232,14 +232,7 @@ async fn transient_failure_repeats() {
 }
 
 async fn stop_uploads_backlog() {
-    let t = Bench::new(
-        "e-stop-uploads",
-        Config {
-            flush_interval: Duration::from_secs(3600),
-            max_unpersisted_age: Duration::from_secs(7200),
-            ..enqueued()
-        },
-    );
+    let t = Bench::new("e-stop-uploads", slow(enqueued()));
     let wal = t.open().await;
     wal.append(vec![(1, b("a"))]).await.unwrap();
     wal.append(vec![(2, b("b"))]).await.unwrap();

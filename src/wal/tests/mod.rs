@@ -17,6 +17,7 @@ use crate::{Config, Entry, EntryId, Error, RegionId, Storage, Wal};
 
 mod collect;
 mod fencing;
+mod hardening;
 mod matrix;
 mod matrix_enqueued;
 mod recovery;
@@ -145,7 +146,7 @@ impl Bench {
     /// above 1): the gap after its start object.
     pub(crate) async fn first_data_sequence(&self) -> u64 {
         let start = self.sequences().await.into_iter().max().unwrap_or(0);
-        start + crate::wal::fence::FENCE_GAP
+        start + crate::wal::reach::GAP
     }
 
     /// Waits, by yielding (never sleeping), until `key` exists in storage.
@@ -211,11 +212,13 @@ pub(crate) fn enqueued() -> Config {
     }
 }
 
-/// `config` with an hour's flush interval: nothing is sealed by the timer.
+/// `config` with an hour's flush interval and no early seals: nothing is
+/// sealed until a test asks (a release, a stop, `flush`, a size bound).
 pub(crate) fn slow(config: Config) -> Config {
     Config {
         flush_interval: Duration::from_secs(3600),
         max_unpersisted_age: Duration::from_secs(7200),
+        early_seals: crate::EarlySeals::Off,
         ..config
     }
 }

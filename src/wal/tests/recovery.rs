@@ -63,7 +63,7 @@ async fn a_linear_chain_is_indexed_whole() {
     // The first start object held no live segment: the boundary the later
     // objects carry passed it and collection deleted it. Each reopen leaves
     // the fencing gap after its start object.
-    let gap = crate::wal::fence::FENCE_GAP;
+    let gap = crate::wal::reach::GAP;
     assert_eq!(r.selection.chain, vec![2, 3, 3 + gap, 4 + gap, 4 + 2 * gap]);
     assert!(r.selection.below_boundary.is_empty());
     assert!(r.selection.orphans.is_empty());
@@ -87,7 +87,7 @@ async fn orphans_below_and_above_the_tip_raise_the_next_sequence() {
     let ids = wal.append(vec![(1, b("new"))]).await.unwrap();
     assert_eq!(
         format::sequence_of(ids[0]),
-        7 + crate::wal::fence::FENCE_GAP,
+        7 + crate::wal::reach::GAP,
         "start object at 7, after the orphan at 6; data after the gap"
     );
     wal.stop().await.unwrap();
@@ -195,10 +195,13 @@ async fn the_start_object_moves_past_an_earlier_epoch_and_fails_on_a_later_one()
             Ok(wal) => {
                 assert!(opens, "epoch {epoch}");
                 let ids = wal.append(vec![(1, b("x"))]).await.unwrap();
+                // The start object moved to 3; the late object lay within
+                // the older process's reach of what was listed (1), so data
+                // starts after that reach.
                 assert_eq!(
                     format::sequence_of(ids[0]),
-                    3 + crate::wal::fence::FENCE_GAP,
-                    "start object moved to 3"
+                    1 + crate::wal::reach::GAP + 1,
+                    "data after the listing plus the gap"
                 );
                 wal.stop().await.unwrap();
             }

@@ -1,0 +1,150 @@
+//! The verdict on a prefix that `inspect`, `verify` and `repair` share,
+//! taken from the library's own recovery (so the tools and `Wal::open`
+//! never disagree about what is damaged or what will not replay).
+//!
+//! The prefix is recovered read-only with `on_damaged_object =
+//! "quarantine"`, which lists every structurally damaged object instead of
+//! stopping at the first. A prefix is healthy when recovery succeeds, no
+//! damaged object lies under `objects/` and no object above the tip holds
+//! entries or release records that recovery will not replay. Objects
+//! already moved under `quarantine/` by `objwal repair` are reported but
+//! are not a problem: the operator decided, and holes name what they held.
+
+use objwal::storage::keys::Prefix;
+use objwal::wal::damage::{DamagedObject, UnreplayedObject};
+use objwal::{Config, DamagePolicy, Storage, WalReader};
+
+/// Objects named in one health line before "and N more".
+const NAMED: usize = 5;
+
+/// What recovery says of a prefix.
+pub struct Health {
+    /// The recovered reader, when recovery succeeded.
+    pub reader: Option<WalReader>,
+    /// Why recovery failed, when it did.
+    pub recovery_error: Option<String>,
+}
+
+impl Health {
+    /// Recovers `prefix` read-only, listing every damaged object.
+    pub async fn of(storage: &Storage, prefix: &Prefix) -> Health {
+        let config = Config {
+            on_damaged_object: DamagePolicy::Quarantine,
+            ..Config::default()
+        };
+        match WalReader::open(storage.clone(), prefix.as_str(), config).await {
+            Ok(reader) => Health {
+                reader: Some(reader),
+                recovery_error: None,
+            },
+            Err(e) => Health {
+                reader: None,
+                recovery_error: Some(e.to_string()),
+            },
+        }
+    }
+
+    /// Damaged objects still under `objects/`.
+    pub fn damaged(&self) -> Vec<&DamagedObject> {
+        self.all_damaged().filter(|d| !d.quarantined).collect()
+    }
+
+    /// Damaged objects already moved under `quarantine/`.
+    pub fn quarantined(&self) -> Vec<&DamagedObject> {
+        self.all_damaged().filter(|d| d.quarantined).collect()
+    }
+
+    fn all_damaged(&self) -> impl Iterator<Item = &DamagedObject> {
+        self.reader.iter().flat_map(|r| r.damaged())
+    }
+
+    /// Intact objects above the tip that will not replay.
+    pub fn unreplayed(&self) -> &[UnreplayedObject] {
+        self.reader.as_ref().map_or(&[], |r| r.unreplayed())
+    }
+
+    /// Whether nothing needs an operator.
+    pub fn is_ok(&self) -> bool {
+        self.recovery_error.is_none() && self.damaged().is_empty() && self.unreplayed().is_empty()
+    }
+
+    /// One line: `health: OK` or what is wrong, naming the objects.
+    pub fn line(&self) -> String {
+        let mut problems = Vec::new();
+        if let Some(e) = &self.recovery_error {
+            problems.push(format!("recovery fails: {e}"));
+        }
+        let damaged = self.damaged();
+        if !damaged.is_empty() {
+            problems.push(format!(
+                "{} damaged object(s) stop a default open: {} (objwal repair moves them aside)",
+                damaged.len(),
+                named(damaged.iter().map(|d| d.sequence))
+            ));
+        }
+        let unreplayed = self.unreplayed();
+        if !unreplayed.is_empty() {
+            let entries: u64 = unreplayed.iter().map(UnreplayedObject::entries).sum();
+            let mut breaks: Vec<u64> = unreplayed.iter().map(|u| u.broken_at).collect();
+            breaks.sort_unstable();
+            breaks.dedup();
+            problems.push(format!(
+                "{} object(s) above the tip hold {entries} entries that will not replay: {} \
+                 (the chain breaks at missing sequence {})",
+                unreplayed.len(),
+                named(unreplayed.iter().map(|u| u.sequence)),
+                named(breaks.into_iter())
+            ));
+        }
+        let quarantined = self.quarantined();
+        let note = if quarantined.is_empty() {
+            String::new()
+        } else {
+            format!(
+                "; {} object(s) moved aside under quarantine/ ({}): their entries are holes",
+                quarantined.len(),
+                named(quarantined.iter().map(|d| d.sequence))
+            )
+        };
+        if problems.is_empty() {
+            format!("health: OK{note}")
+        } else {
+            format!("health: PROBLEM: {}{note}", problems.join("; "))
+        }
+    }
+
+    /// One line per object that is not replayed: `DAMAGED`, `QUARANTINED`
+    /// or `UNREPLAYED`, its key, why, and what it held.
+    pub fn object_lines(&self) -> Vec<String> {
+        let mut lines = Vec::new();
+        for d in self.all_damaged() {
+            let tag = if d.quarantined {
+                "QUARANTINED"
+            } else {
+                "DAMAGED"
+            };
+            lines.push(format!("{tag} {}: {}; held: {}", d.key, d.reason, d.held()));
+        }
+        for u in self.unreplayed() {
+            lines.push(format!(
+                "UNREPLAYED {}: above the tip, its chain breaks at missing sequence {}; holds: {}",
+                u.key,
+                u.broken_at,
+                u.held()
+            ));
+        }
+        lines
+    }
+}
+
+/// Up to [`NAMED`] sequences, then how many more.
+fn named(sequences: impl Iterator<Item = u64>) -> String {
+    let all: Vec<u64> = sequences.collect();
+    let shown: Vec<String> = all.iter().take(NAMED).map(u64::to_string).collect();
+    let more = all.len().saturating_sub(NAMED);
+    if more > 0 {
+        format!("{} and {more} more", shown.join(", "))
+    } else {
+        shown.join(", ")
+    }
+}

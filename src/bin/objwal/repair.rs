@@ -1,0 +1,147 @@
+//! `objwal repair URL [--yes]`: moves damaged objects aside so that the
+//! prefix opens again, and says exactly what is missing.
+//!
+//! It recovers the prefix as [`crate::health`] does, then prints what it
+//! would do: each damaged object under `objects/`, why, what it held, and
+//! where it goes (`<prefix>/quarantine/<its file name>`); and each object
+//! above the tip that will not replay, which no move can fix (restoring the
+//! missing object it names can). Without `--yes` that is all (exit 1 while
+//! damage remains). With `--yes` each damaged object is moved: read whole,
+//! created under `quarantine/` (if-not-exists; an existing copy must hold
+//! the same bytes), the copy read back and compared, and only then the
+//! original deleted. Nothing is ever deleted without its copy in place.
+//! Afterwards the prefix is opened read-only with the default configuration
+//! to prove it opens, and the holes the quarantined objects leave are
+//! printed. Recovery treats objects under `quarantine/` as left out by the
+//! operator's decision, under every configuration.
+//!
+//! Exit codes: 0 the prefix is healthy (now); 1 damage remains (a dry run,
+//! an unreplayed object, a failed move); 2 bad input.
+
+use bytes::Bytes;
+use objwal::storage::keys::Prefix;
+use objwal::wal::damage::quarantine_key;
+use objwal::{Config, Created, ObjectStorage, Storage, WalReader};
+
+use crate::health::Health;
+use crate::{store, CliError, CliResult};
+
+/// Arguments of `objwal repair`.
+#[derive(Debug, clap::Args)]
+pub struct RepairArgs {
+    /// The store URL (file:///path, s3://bucket/root?..., ...).
+    url: String,
+    /// Move the damaged objects aside (without it: only say what would be
+    /// done).
+    #[arg(long)]
+    yes: bool,
+}
+
+/// Runs `repair`.
+pub async fn run(prefix: &str, args: RepairArgs) -> CliResult {
+    let prefix = store::prefix(prefix)?;
+    let storage = store::open(&args.url, true)?;
+    store::objects(&storage, &prefix).await?;
+    let health = Health::of(&storage, &prefix).await;
+    if let Some(e) = &health.recovery_error {
+        return Err(CliError::Failed(format!(
+            "recovery fails even with damaged objects left out, so moving them cannot help: {e}"
+        )));
+    }
+    let moves: Vec<(String, String)> = health
+        .damaged()
+        .iter()
+        .map(|d| {
+            let to = quarantine_key(&prefix, d.sequence);
+            out!(
+                "quarantine {} -> {to}: {}; held: {}",
+                d.key,
+                d.reason,
+                d.held()
+            );
+            (d.key.clone(), to)
+        })
+        .collect();
+    for u in health.unreplayed() {
+        out!(
+            "cannot repair {}: above the tip, its chain breaks at missing sequence {} (restore that object if a copy exists); holds: {}",
+            u.key,
+            u.broken_at,
+            u.held()
+        );
+    }
+    if moves.is_empty() {
+        out!("nothing to move aside; {}", health.line());
+        return match health.is_ok() {
+            true => Ok(()),
+            false => Err(CliError::Failed(health.line())),
+        };
+    }
+    if !args.yes {
+        out!(
+            "dry run: nothing changed; run again with --yes to move {} object(s) under {}/quarantine/",
+            moves.len(),
+            prefix.as_str()
+        );
+        return Err(CliError::Failed(format!(
+            "{} damaged object(s) left in place (dry run)",
+            moves.len()
+        )));
+    }
+    for (from, to) in &moves {
+        move_aside(&storage, from, to).await?;
+        out!("moved {from} -> {to}");
+    }
+    opens_now(&storage, &prefix).await?;
+    if !health.unreplayed().is_empty() {
+        return Err(CliError::Failed(format!(
+            "{} object(s) above the tip still will not replay",
+            health.unreplayed().len()
+        )));
+    }
+    Ok(())
+}
+
+/// Copies `from` to `to` (if-not-exists), checks the copy, then deletes
+/// `from`. Any doubt keeps `from`.
+async fn move_aside(storage: &Storage, from: &str, to: &str) -> CliResult {
+    let bytes = whole(storage, from).await?;
+    if storage.create(to, bytes.clone()).await? == Created::AlreadyExists {
+        tracing::info!(to, "a copy exists already (an earlier repair stopped here)");
+    }
+    let copy = whole(storage, to).await?;
+    if copy != bytes {
+        return Err(CliError::Failed(format!(
+            "{to} holds other bytes than {from}; {from} is left in place"
+        )));
+    }
+    storage.delete(from).await?;
+    Ok(())
+}
+
+/// The whole object at `key`.
+async fn whole(storage: &Storage, key: &str) -> Result<Bytes, CliError> {
+    let size = storage
+        .list(key)
+        .await?
+        .into_iter()
+        .find(|m| m.key == key)
+        .map(|m| m.size)
+        .ok_or_else(|| CliError::Failed(format!("{key} is gone")))?;
+    Ok(storage.read(key, 0..size).await?)
+}
+
+/// Opens the prefix as a default `Wal::open` would and prints its holes.
+async fn opens_now(storage: &Storage, prefix: &Prefix) -> CliResult {
+    let reader = WalReader::open(storage.clone(), prefix.as_str(), Config::default())
+        .await
+        .map_err(|e| CliError::Failed(format!("the prefix still does not open: {e}")))?;
+    out!(
+        "the prefix opens with the default configuration: {} objects on the chain",
+        reader.objects().len()
+    );
+    for d in reader.damaged() {
+        out!("holes: {} ({})", d.held(), d.key);
+    }
+    Ok(())
+}

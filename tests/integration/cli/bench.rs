@@ -1,0 +1,102 @@
+//! `objwal bench`: its figures, its baseline column, ratios only where they
+//! mean something, and a store left as the bench found it.
+
+use super::*;
+
+/// The row `name` of bench's summary table: (bench, baseline, ratio).
+fn table_row(out: &str, name: &str) -> (String, String, String) {
+    let line = out
+        .lines()
+        .find(|l| l.starts_with(name))
+        .unwrap_or_else(|| panic!("no row {name:?} in:\n{out}"));
+    let cells: Vec<&str> = line[name.len()..].split_whitespace().collect();
+    assert_eq!(cells.len(), 3, "{line}");
+    (cells[0].into(), cells[1].into(), cells[2].into())
+}
+
+/// The `name` figure of the `baseline:` line (`p99 1.234 ms` gives "1.234").
+fn baseline_figure(out: &str, name: &str) -> String {
+    let line = out.lines().find(|l| l.starts_with("baseline:")).unwrap();
+    let after = line
+        .split_once(&format!(" {name} "))
+        .unwrap_or_else(|| panic!("{line}"))
+        .1;
+    after.split_whitespace().next().unwrap().to_owned()
+}
+
+/// The bench on a directory: its figures, the baseline's own percentiles in
+/// the baseline column (not p50 four times), ratios, and afterwards the
+/// directory as empty as it was (no objects, fences or folders left).
+#[test]
+fn bench_prints_its_figures_and_leaves_the_store_as_it_found_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = url(dir.path());
+    let o = objwal(&[
+        "bench",
+        "--store",
+        &store,
+        "--seconds",
+        "1",
+        "--rounds",
+        "1",
+        "--flush-interval",
+        "5ms",
+    ]);
+    assert_exit(&o, 0);
+    let out = stdout(&o);
+    for figure in [
+        "CPUs (nproc)",
+        "flush_interval 5ms",
+        "appends/s",
+        "MiB/s",
+        "latency p99 ms",
+        "objects/s",
+        "requests per GiB",
+        "baseline:",
+    ] {
+        assert!(out.contains(figure), "{figure:?} missing from:\n{out}");
+    }
+    for (row, figure) in [
+        ("latency p50 ms", "p50"),
+        ("latency p90 ms", "p90"),
+        ("latency p99 ms", "p99"),
+        ("latency max ms", "max"),
+    ] {
+        let (_, base, ratio) = table_row(&out, row);
+        assert_eq!(base, baseline_figure(&out, figure), "{row}:\n{out}");
+        assert!(ratio.ends_with('x'), "{row}: {ratio}");
+    }
+    assert_eq!(table_row(&out, "median object bytes").2, "-");
+    let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
+    assert!(left.is_empty(), "the bench left {left:?}");
+}
+
+/// On memory:// the baseline costs next to nothing: no ratio is shown. A
+/// directory that does not exist is refused, not created.
+#[test]
+fn bench_shows_no_ratios_on_memory_and_never_creates_the_store_root() {
+    let o = objwal(&[
+        "bench",
+        "--store",
+        "memory://",
+        "--seconds",
+        "0.3",
+        "--rounds",
+        "1",
+    ]);
+    assert_exit(&o, 0);
+    let out = stdout(&o);
+    for row in ["MiB/s", "latency p50 ms", "latency max ms", "objects/s"] {
+        let (_, base, ratio) = table_row(&out, row);
+        assert_ne!(base, "-", "{row}: the baseline's own figure is shown");
+        assert_eq!(ratio, "-", "{row}:\n{out}");
+    }
+    assert!(out.contains("no ratios"), "{out}");
+
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("not-yet");
+    let o = objwal(&["bench", "--store", &url(&missing), "--seconds", "0.3"]);
+    assert_exit(&o, 2);
+    assert!(stderr(&o).contains("no such directory"), "{}", stderr(&o));
+    assert!(!missing.exists(), "the bench created the store root");
+}

@@ -1,0 +1,341 @@
+//! A way out of damage (issue 13, item 4; issue 10, item 7): a prefix with a
+//! structurally damaged object fails to open by default and opens under
+//! `on_damaged_object = "quarantine"` with the object's entries reported as
+//! holes; an object moved under `quarantine/` (as `objwal repair` does)
+//! opens under the default; an object deleted by hand leaves the objects
+//! above the tip named as unreplayed.
+
+use bytes::Bytes;
+use objwal::format;
+use objwal::wal::damage::quarantine_key;
+use objwal::{
+    Config, CorruptionPolicy, DamagePolicy, Error, ObjectStorage, Storage, Wal, WalReader,
+};
+
+use crate::common::*;
+
+fn quarantining() -> Config {
+    Config {
+        on_damaged_object: DamagePolicy::Quarantine,
+        ..test_config()
+    }
+}
+
+fn key(sequence: u64) -> String {
+    format!("t/objects/{sequence:020}.wal")
+}
+
+async fn whole(storage: &Storage, key: &str) -> Vec<u8> {
+    let size = storage
+        .list(key)
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|m| m.key == key)
+        .unwrap_or_else(|| panic!("{key} is not there"))
+        .size;
+    storage.read(key, 0..size).await.unwrap().to_vec()
+}
+
+/// Replaces the bytes of `key` by `change(bytes)`.
+async fn rewrite(storage: &Storage, key: &str, change: impl FnOnce(&mut Vec<u8>)) {
+    let mut bytes = whole(storage, key).await;
+    change(&mut bytes);
+    storage.delete(key).await.unwrap();
+    storage.create(key, Bytes::from(bytes)).await.unwrap();
+}
+
+/// Three data objects (sequences 2, 3, 4) of regions 1 and 2; returns
+/// their ids, one append each.
+async fn three_objects(storage: &Storage) -> Vec<Vec<u64>> {
+    let wal = open(storage, test_config()).await;
+    let mut ids = Vec::new();
+    for n in 0..3 {
+        let entries = vec![(1, b(&format!("a{n}"))), (2, b(&format!("b{n}")))];
+        ids.push(wal.append(entries).await.unwrap());
+    }
+    wal.stop().await.unwrap();
+    assert_eq!(
+        ids.iter()
+            .map(|i| format::sequence_of(i[0]))
+            .collect::<Vec<_>>(),
+        [2, 3, 4]
+    );
+    ids
+}
+
+/// Flips a byte of the footer (just before the 80-byte trailer).
+fn break_footer(bytes: &mut [u8]) {
+    let at = bytes.len() - format::TRAILER_LEN - 3;
+    bytes[at] ^= 0xff;
+}
+
+#[tokio::test]
+async fn a_damaged_footer_fails_the_open_and_quarantine_opens_it_with_holes() {
+    let storage = faulty_memory().storage();
+    let ids = three_objects(&storage).await;
+    rewrite(&storage, &key(3), |bytes| break_footer(bytes)).await;
+
+    let err = Wal::open(storage.clone(), "t", test_config())
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::Corrupted { .. }), "{err}");
+    assert!(err.to_string().contains(&key(3)), "{err}");
+    assert!(WalReader::open(storage.clone(), "t", test_config())
+        .await
+        .is_err());
+
+    let reader = WalReader::open(storage.clone(), "t", quarantining())
+        .await
+        .unwrap();
+    let damaged = reader.damaged();
+    assert_eq!(damaged.len(), 1, "{damaged:?}");
+    assert_eq!(
+        (
+            damaged[0].sequence,
+            damaged[0].missing,
+            damaged[0].quarantined
+        ),
+        (3, true, false)
+    );
+    assert_eq!(damaged[0].segments, None, "the footer is unreadable");
+    // Unknown content: a hole in every region, over the whole sequence.
+    for region in [1, 2, 77] {
+        let holes = reader.holes(region);
+        assert_eq!(holes.len(), 1, "region {region}: {holes:?}");
+        assert_eq!(holes[0].key, key(3));
+        assert_eq!(holes[0].first_id, format::entry_id(3, 1));
+        assert_eq!(holes[0].last_id, format::entry_id(3, format::MAX_POSITION));
+    }
+
+    // The writer: the chain goes on through the damaged object.
+    let wal = Wal::open(storage.clone(), "t", quarantining())
+        .await
+        .unwrap();
+    assert_eq!(payloads(&read_all(&wal, 1, 0).await), ["a0", "a2"]);
+    assert_eq!(wal.holes(2).len(), 1);
+    assert_eq!(wal.latest_entry_id(1), ids[2][0]);
+    let next = wal.append(vec![(1, b("a3"))]).await.unwrap();
+    assert!(next[0] > ids[2][0]);
+    wal.stop().await.unwrap();
+    // Every later open finds it again (the start object linked through it).
+    let wal = Wal::open(storage.clone(), "t", quarantining())
+        .await
+        .unwrap();
+    assert_eq!(payloads(&read_all(&wal, 1, 0).await), ["a0", "a2", "a3"]);
+    assert_eq!(wal.holes(1).len(), 1);
+    wal.stop().await.unwrap();
+
+    // Under on_corrupted_segment = "fail", a read that reaches the hole fails.
+    let strict = Config {
+        on_corrupted_segment: CorruptionPolicy::Fail,
+        ..quarantining()
+    };
+    let reader = WalReader::open(storage.clone(), "t", strict).await.unwrap();
+    let mut entries = Box::pin(reader.read(1, 0));
+    let first = futures::StreamExt::next(&mut entries).await.unwrap();
+    assert_eq!(first.unwrap().data, b("a0"));
+    let err = futures::StreamExt::next(&mut entries)
+        .await
+        .unwrap()
+        .unwrap_err();
+    assert!(
+        matches!(err, Error::Corrupted { .. }) && err.to_string().contains(&key(3)),
+        "{err}"
+    );
+    let from_after = format::entry_id(4, 1);
+    let wal_reader = WalReader::open(storage.clone(), "t", quarantining())
+        .await
+        .unwrap();
+    let mut after = Box::pin(wal_reader.read(1, from_after));
+    assert_eq!(
+        futures::StreamExt::next(&mut after)
+            .await
+            .unwrap()
+            .unwrap()
+            .data,
+        b("a2")
+    );
+}
+
+#[tokio::test]
+async fn a_damaged_release_segment_leaves_holes_for_the_regions_its_footer_names() {
+    let storage = faulty_memory().storage();
+    let wal = open(&storage, test_config()).await;
+    wal.append(vec![(1, b("keep"))]).await.unwrap();
+    wal.append(vec![(3, b("earlier"))]).await.unwrap();
+    wal.release_region(2).await.unwrap();
+    wal.stop().await.unwrap();
+    // The object with the release record, given an entry of region 3 too
+    // (as when an append and a release share a batch), then with its
+    // release segment damaged: the footer still decodes.
+    let mut release_object = None;
+    for meta in storage.list("t/objects/").await.unwrap() {
+        let object = format::decode(&whole(&storage, &meta.key).await).unwrap();
+        if !object.releases.is_empty() {
+            release_object = Some((meta.key, object));
+        }
+    }
+    let (release_key, mut object) = release_object.expect("an object with the release record");
+    let sequence = object.header.sequence;
+    object.segments.push(format::Segment {
+        region: 3,
+        entries: vec![(format::entry_id(sequence, 1), b("lost"))],
+    });
+    rewrite(&storage, &release_key, |bytes| {
+        *bytes = format::encode(&object).unwrap().to_vec();
+        let format::TailDecode::Complete(tail) =
+            format::decode_tail(bytes, bytes.len() as u64).unwrap()
+        else {
+            panic!("a small object's tail is complete");
+        };
+        let release = tail.release_segment().unwrap();
+        bytes[(release.offset + release.len - 1) as usize] ^= 0xff;
+    })
+    .await;
+
+    let reader = WalReader::open(storage.clone(), "t", quarantining())
+        .await
+        .unwrap();
+    let damaged = reader.damaged();
+    assert_eq!(damaged.len(), 1, "{damaged:?}");
+    assert_eq!(damaged[0].key, release_key);
+    assert!(
+        damaged[0].reason.contains("CRC mismatch"),
+        "{}",
+        damaged[0].reason
+    );
+    let named: Vec<u64> = damaged[0]
+        .segments
+        .as_ref()
+        .expect("the footer decodes")
+        .iter()
+        .map(|s| s.region)
+        .collect();
+    assert_eq!(named, [3]);
+    assert!(
+        damaged[0].held().contains("r3 ids"),
+        "{}",
+        damaged[0].held()
+    );
+    let holes = reader.holes(3);
+    assert_eq!(holes.len(), 1, "{holes:?}");
+    let lost = format::entry_id(sequence, 1);
+    assert_eq!((holes[0].first_id, holes[0].last_id), (lost, lost));
+    // Regions the footer does not name have no hole; region 3's earlier
+    // entry still replays. (The release record is gone with the object.)
+    assert!(reader.holes(1).is_empty() && reader.holes(2).is_empty());
+    let mut entries = Box::pin(reader.read(3, 0));
+    let first = futures::StreamExt::next(&mut entries).await.unwrap();
+    assert_eq!(first.unwrap().data, b("earlier"));
+    assert!(futures::StreamExt::next(&mut entries).await.is_none());
+}
+
+#[tokio::test]
+async fn an_object_moved_under_quarantine_opens_with_the_default_policy() {
+    let storage = faulty_memory().storage();
+    three_objects(&storage).await;
+    rewrite(&storage, &key(3), |bytes| break_footer(bytes)).await;
+    // What `objwal repair --yes` does: copy, then delete the original.
+    let prefix = objwal::storage::keys::Prefix::new("t").unwrap();
+    let bytes = whole(&storage, &key(3)).await;
+    storage
+        .create(&quarantine_key(&prefix, 3), Bytes::from(bytes))
+        .await
+        .unwrap();
+    storage.delete(&key(3)).await.unwrap();
+
+    let reader = WalReader::open(storage.clone(), "t", test_config())
+        .await
+        .unwrap();
+    let damaged = reader.damaged();
+    assert_eq!(damaged.len(), 1, "{damaged:?}");
+    assert!(damaged[0].quarantined && damaged[0].missing, "{damaged:?}");
+    assert_eq!(damaged[0].key, "t/quarantine/00000000000000000003.wal");
+    assert!(reader.unreplayed().is_empty(), "{:?}", reader.unreplayed());
+    assert_eq!(reader.holes(1).len(), 1);
+    let wal = Wal::open(storage.clone(), "t", test_config())
+        .await
+        .unwrap();
+    assert_eq!(payloads(&read_all(&wal, 2, 0).await), ["b0", "b2"]);
+    let ids = wal.append(vec![(2, b("b3"))]).await.unwrap();
+    assert!(format::sequence_of(ids[0]) > 4);
+    wal.stop().await.unwrap();
+}
+
+#[tokio::test]
+async fn an_object_deleted_by_hand_names_the_objects_above_the_tip() {
+    let storage = faulty_memory().storage();
+    let ids = three_objects(&storage).await;
+    storage.delete(&key(3)).await.unwrap();
+    let reader = WalReader::open(storage.clone(), "t", test_config())
+        .await
+        .unwrap();
+    assert_eq!(
+        reader.objects().last().map(|o| o.sequence),
+        Some(2),
+        "the tip fell back"
+    );
+    let unreplayed = reader.unreplayed();
+    assert_eq!(unreplayed.len(), 1, "{unreplayed:?}");
+    let u = &unreplayed[0];
+    assert_eq!((u.sequence, u.broken_at, u.entries()), (4, 3, 2));
+    assert_eq!(u.key, key(4));
+    assert_eq!(u.segments[0].first_id, ids[2][0]);
+    assert!(
+        u.held().contains("r1 ids 4.1..4.1 (1 entries)"),
+        "{}",
+        u.held()
+    );
+    assert!(reader.damaged().is_empty());
+}
+
+#[tokio::test]
+async fn a_junk_file_at_an_object_key_is_damage_of_unknown_content() {
+    let storage = faulty_memory().storage();
+    three_objects(&storage).await;
+    storage
+        .create(&key(99), Bytes::from_static(b"not an object at all"))
+        .await
+        .unwrap();
+    let err = Wal::open(storage.clone(), "t", test_config())
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains(&key(99)), "{err}");
+    let wal = Wal::open(storage.clone(), "t", quarantining())
+        .await
+        .unwrap();
+    assert_eq!(payloads(&read_all(&wal, 1, 0).await), ["a0", "a1", "a2"]);
+    let holes = wal.holes(5);
+    assert_eq!(holes.len(), 1, "{holes:?}");
+    assert_eq!(holes[0].sequence, 99);
+    // No sequence of the junk file is used again: the next object lies above.
+    let ids = wal.append(vec![(1, b("a3"))]).await.unwrap();
+    assert!(format::sequence_of(ids[0]) > 99, "{}", ids[0]);
+    wal.stop().await.unwrap();
+}
+
+#[tokio::test]
+async fn an_unreadable_object_in_the_middle_is_bridged_by_its_successors_link() {
+    let storage = faulty_memory().storage();
+    three_objects(&storage).await;
+    // Header and tail gone: only object 4's link says where 3 stands.
+    rewrite(&storage, &key(3), |bytes| {
+        bytes.iter_mut().for_each(|b| *b = 0)
+    })
+    .await;
+    let reader = WalReader::open(storage.clone(), "t", quarantining())
+        .await
+        .unwrap();
+    assert!(reader.unreplayed().is_empty(), "{:?}", reader.unreplayed());
+    let chain: Vec<u64> = reader.objects().iter().map(|o| o.sequence).collect();
+    assert_eq!(chain, [2, 3, 4], "3 is a placeholder link of the chain");
+    assert_eq!(reader.damaged()[0].segments, None);
+    let mut entries = Box::pin(reader.read(2, 0));
+    let mut seen = Vec::new();
+    while let Some(e) = futures::StreamExt::next(&mut entries).await {
+        seen.push(e.unwrap().data);
+    }
+    assert_eq!(seen, [b("b0"), b("b2")]);
+    assert_eq!(reader.holes(2).len(), 1);
+}
