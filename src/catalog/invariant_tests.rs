@@ -94,9 +94,12 @@ fn check_insert_refuses_each_bad_id_on_its_own() {
         let reason = refusal(o);
         assert!(reason.contains("C3"), "{bad:?}: {reason}");
     }
-    let mut o = object(5, &[]);
-    o.segments = vec![good];
-    Catalog::new().insert(o).unwrap();
+    // The good segment, and a single entry (first id == last id), go in.
+    for segment in [good, segment(1, 5, 1)] {
+        let mut o = object(5, &[]);
+        o.segments = vec![segment];
+        Catalog::new().insert(o).unwrap();
+    }
 }
 
 #[test]
