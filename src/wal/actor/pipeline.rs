@@ -83,6 +83,13 @@ pub(super) type CreateDone = (u64, CreateKind, CreateOutcome);
 pub(super) struct Pipeline {
     batches: VecDeque<Sealed>,
     running: usize,
+    /// Batches waiting for their create, payload bytes, entries and release
+    /// records of all batches: kept as counts so that what the actor asks
+    /// after every event does not scale with a large enqueued backlog.
+    waiting: usize,
+    payload: u64,
+    entries: u64,
+    with_releases: usize,
     reach: Reach,
     present: u64,
     marker: Option<(u64, AbortHandle)>,
@@ -95,6 +102,10 @@ impl Pipeline {
         Pipeline {
             batches: VecDeque::new(),
             running: 0,
+            waiting: 0,
+            payload: 0,
+            entries: 0,
+            with_releases: 0,
             present: reach.verified(),
             reach,
             marker: None,
@@ -107,7 +118,39 @@ impl Pipeline {
             .batches
             .back()
             .is_none_or(|b| b.sequence < sealed.sequence));
+        self.count(&sealed, 1);
         self.batches.push_back(sealed);
+    }
+
+    /// Adds (`sign` 1) or removes (-1) a batch from the counts.
+    fn count(&mut self, b: &Sealed, sign: i8) {
+        let add = sign > 0;
+        let apply = |v: &mut u64, by: u64| {
+            *v = if add { *v + by } else { v.saturating_sub(by) };
+        };
+        apply(&mut self.payload, b.payload_bytes);
+        apply(&mut self.entries, b.entries);
+        let flag = |v: &mut usize, on: bool| {
+            if on {
+                *v = if add { *v + 1 } else { v.saturating_sub(1) };
+            }
+        };
+        flag(&mut self.waiting, b.state == FlightState::Waiting);
+        flag(&mut self.with_releases, !b.releases.is_empty());
+    }
+
+    /// Moves a batch to `state` (keeping the counts).
+    pub(super) fn set_state(&mut self, sequence: u64, state: FlightState) {
+        let Some(b) = self.batches.iter_mut().find(|b| b.sequence == sequence) else {
+            return;
+        };
+        let was_waiting = b.state == FlightState::Waiting;
+        b.state = state;
+        match (was_waiting, state == FlightState::Waiting) {
+            (true, false) => self.waiting = self.waiting.saturating_sub(1),
+            (false, true) => self.waiting += 1,
+            _ => {}
+        }
     }
 
     pub(super) fn is_empty(&self) -> bool {
@@ -156,7 +199,14 @@ impl Pipeline {
 
     /// Whether a batch waits for its create.
     pub(super) fn has_waiting(&self) -> bool {
-        self.batches.iter().any(|b| b.state == FlightState::Waiting)
+        debug_assert_eq!(
+            self.waiting,
+            self.batches
+                .iter()
+                .filter(|b| b.state == FlightState::Waiting)
+                .count()
+        );
+        self.waiting > 0
     }
 
     /// Whether a new batch at `sequence` could start its create at once:
@@ -190,8 +240,8 @@ impl Pipeline {
         let abort = handle.abort_handle();
         match kind {
             CreateKind::Batch => {
+                self.set_state(sequence, FlightState::Running);
                 if let Some(b) = self.get_mut(sequence) {
-                    b.state = FlightState::Running;
                     b.abort = Some(abort);
                 }
                 self.running += 1;
@@ -255,7 +305,9 @@ impl Pipeline {
             .front()
             .is_some_and(|b| b.state == FlightState::Durable && b.sequence <= covers)
         {
-            return self.batches.pop_front();
+            let b = self.batches.pop_front()?;
+            self.count(&b, -1);
+            return Some(b);
         }
         None
     }
@@ -264,6 +316,10 @@ impl Pipeline {
     /// stay used, and creates still running finish as orphans.
     pub(super) fn drain(&mut self) -> Vec<Sealed> {
         self.running = 0;
+        self.waiting = 0;
+        self.payload = 0;
+        self.entries = 0;
+        self.with_releases = 0;
         self.batches.drain(..).collect()
     }
 
@@ -281,17 +337,20 @@ impl Pipeline {
 
     /// Payload bytes of the sealed batches.
     pub(super) fn payload_bytes(&self) -> u64 {
-        self.batches.iter().map(|b| b.payload_bytes).sum()
+        self.payload
     }
 
     /// Entries of the sealed batches.
     pub(super) fn entries(&self) -> u64 {
-        self.batches.iter().map(|b| b.entries).sum()
+        self.entries
     }
 
     /// Release records sealed in batches at or below `sequence`, by region.
     pub(super) fn releases_through(&self, sequence: u64) -> BTreeMap<RegionId, EntryId> {
         let mut out = BTreeMap::new();
+        if self.with_releases == 0 {
+            return out;
+        }
         for b in self.batches.iter().take_while(|b| b.sequence <= sequence) {
             for (region, through) in &b.releases {
                 let slot = out.entry(*region).or_insert(0);
@@ -366,7 +425,8 @@ mod tests {
             None,
             "creates running may verify more"
         );
-        p.finished(101).unwrap().state = FlightState::Durable;
+        p.finished(101);
+        p.set_state(101, FlightState::Durable);
         assert_eq!(p.durable_prefix_end(), Some(101));
         p.saw_present(101);
         p.verify(101);
@@ -391,10 +451,10 @@ mod tests {
         let mut p = Pipeline::new(Reach::new(1, 0));
         p.push(sealed(1));
         p.push(sealed(2));
-        p.get_mut(2).unwrap().state = FlightState::Durable;
+        p.set_state(2, FlightState::Durable);
         assert_eq!(p.durable_prefix_end(), None);
         assert!(p.pop_indexable(2).is_none());
-        p.get_mut(1).unwrap().state = FlightState::Durable;
+        p.set_state(1, FlightState::Durable);
         assert_eq!(p.durable_prefix_end(), Some(2));
         assert_eq!(p.pop_indexable(1).map(|b| b.sequence), Some(1));
         assert!(p.pop_indexable(1).is_none(), "2 is above what was covered");

@@ -305,9 +305,7 @@ impl Actor {
         let mode = self.config.ack_mode;
         match outcome {
             CreateOutcome::Durable => {
-                if let Some(sealed) = self.pipeline.get_mut(sequence) {
-                    sealed.state = FlightState::Durable;
-                }
+                self.pipeline.set_state(sequence, FlightState::Durable);
                 self.metrics.created_objects.increment(1);
                 if self.backlog.failing.take().is_some() {
                     tracing::info!(key, "a create succeeded: the store is no longer failing");
@@ -381,9 +379,7 @@ impl Actor {
     /// failing until a create succeeds. Once a stop has begun the repeats are
     /// bounded.
     fn repeat_later(&mut self, sequence: u64, key: &str, error: StorageError) {
-        if let Some(sealed) = self.pipeline.get_mut(sequence) {
-            sealed.state = FlightState::Waiting;
-        }
+        self.pipeline.set_state(sequence, FlightState::Waiting);
         if let Some(stopping) = self.stopping.as_mut() {
             stopping.attempts_left = stopping.attempts_left.saturating_sub(1);
             if !error.is_transient() || stopping.attempts_left == 0 {
