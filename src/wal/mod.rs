@@ -34,11 +34,13 @@ mod quarantine;
 mod reach;
 mod reader;
 mod recovery;
+mod replay;
 mod retry;
 
 use actor::{Actor, Command, Start};
 use damage::Damage;
 use reader::{Holes, ReadContext, SegmentPage, SegmentSource};
+use replay::ReplayPage;
 
 /// One entry of a region.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -232,6 +234,8 @@ impl Wal {
             policy: launch.config.on_corrupted_segment,
             holes: shared.holes.clone(),
             metrics: metrics.clone(),
+            concurrency: launch.config.replay_concurrency,
+            buffer_bytes: launch.config.replay_buffer_bytes,
         };
         let (tx, rx) = flume::unbounded();
         let actor = Actor::new(Start {
@@ -397,6 +401,24 @@ impl SegmentSource for ActorSource {
             .await
         })
     }
+
+    fn replay_page(
+        &self,
+        wanted: Arc<[(RegionId, EntryId)]>,
+        after: u64,
+        limit: usize,
+    ) -> BoxFuture<'static, Result<ReplayPage, Error>> {
+        let tx = self.tx.clone();
+        Box::pin(async move {
+            ask(&tx, |reply| Command::ReplayPage {
+                wanted,
+                after,
+                limit,
+                reply,
+            })
+            .await
+        })
+    }
 }
 
 /// Sends a request to the actor and waits for its answer; a gone actor
@@ -447,6 +469,8 @@ impl WalReader {
                 prefix,
                 policy: config.on_corrupted_segment,
                 holes: Arc::new(Holes::default()),
+                concurrency: config.replay_concurrency,
+                buffer_bytes: config.replay_buffer_bytes,
             },
         })
     }
@@ -516,6 +540,20 @@ impl SegmentSource for Catalog {
                 segments: self.segments_from(region, from, limit),
                 watermark,
             }
+        };
+        Box::pin(async move { Ok(page) })
+    }
+
+    fn replay_page(
+        &self,
+        wanted: Arc<[(RegionId, EntryId)]>,
+        after: u64,
+        limit: usize,
+    ) -> BoxFuture<'static, Result<ReplayPage, Error>> {
+        let hidden = |region| self.released().get(&region).copied().unwrap_or(0);
+        let page = ReplayPage {
+            objects: self.replay_page(&wanted, hidden, after, limit),
+            hidden: wanted.iter().map(|&(region, _)| hidden(region)).collect(),
         };
         Box::pin(async move { Ok(page) })
     }

@@ -159,3 +159,142 @@ pub fn within<F: std::future::Future>(fut: F) -> impl std::future::Future<Output
         }
     }
 }
+
+/// Every item of a stream of entries, or its first error.
+pub async fn collect_entries(
+    entries: impl futures::Stream<Item = Result<Entry, Error>>,
+) -> Result<Vec<Entry>, Error> {
+    let mut entries = Box::pin(entries);
+    let mut out = Vec::new();
+    while let Some(entry) = entries.next().await {
+        out.push(entry?);
+    }
+    Ok(out)
+}
+
+/// A storage wrapper that counts the reads of each key, and their bytes.
+#[derive(Debug)]
+pub struct ReadsPerKey {
+    inner: Storage,
+    reads: std::sync::Mutex<std::collections::BTreeMap<String, (u64, u64)>>,
+}
+
+impl ReadsPerKey {
+    /// Wraps `inner`; `storage()` of the result goes through the counters.
+    pub fn wrap(inner: Storage) -> std::sync::Arc<Self> {
+        std::sync::Arc::new(ReadsPerKey {
+            inner,
+            reads: Default::default(),
+        })
+    }
+
+    /// A storage handle whose requests go through the counters.
+    pub fn storage(self: &std::sync::Arc<Self>) -> Storage {
+        Storage::from_arc(self.clone())
+    }
+
+    /// Per key read: (reads, bytes), since the last reset.
+    pub fn reads(&self) -> std::collections::BTreeMap<String, (u64, u64)> {
+        self.reads.lock().unwrap().clone()
+    }
+
+    /// Forgets every count.
+    pub fn reset(&self) {
+        self.reads.lock().unwrap().clear();
+    }
+}
+
+#[async_trait::async_trait]
+impl objwal::ObjectStorage for ReadsPerKey {
+    async fn create(
+        &self,
+        key: &str,
+        data: Bytes,
+    ) -> Result<objwal::Created, objwal::StorageError> {
+        self.inner.create(key, data).await
+    }
+    async fn read(
+        &self,
+        key: &str,
+        range: std::ops::Range<u64>,
+    ) -> Result<Bytes, objwal::StorageError> {
+        let bytes = self.inner.read(key, range).await?;
+        let mut reads = self.reads.lock().unwrap();
+        let slot = reads.entry(key.to_owned()).or_default();
+        slot.0 += 1;
+        slot.1 += bytes.len() as u64;
+        Ok(bytes)
+    }
+    async fn list(&self, prefix: &str) -> Result<Vec<objwal::ObjectMeta>, objwal::StorageError> {
+        self.inner.list(prefix).await
+    }
+    async fn delete(&self, key: &str) -> Result<(), objwal::StorageError> {
+        self.inner.delete(key).await
+    }
+}
+
+/// Holds the first read of one key until [`GateReads::open`] is called and
+/// tells when that read arrived: a read made to wait at an exact point.
+#[derive(Debug)]
+pub struct GateReads {
+    inner: Storage,
+    key: String,
+    /// Notified when the held read arrives.
+    pub arrived: tokio::sync::Notify,
+    gate: tokio::sync::Semaphore,
+    held: std::sync::atomic::AtomicBool,
+}
+
+impl GateReads {
+    /// Holds the first read of `key` made through it.
+    pub fn new(inner: Storage, key: String) -> Self {
+        GateReads {
+            inner,
+            key,
+            arrived: tokio::sync::Notify::new(),
+            gate: tokio::sync::Semaphore::new(0),
+            held: std::sync::atomic::AtomicBool::new(false),
+        }
+    }
+
+    /// Lets the held read go on.
+    pub fn open(&self) {
+        self.gate.add_permits(1);
+    }
+
+    /// Whether `key` is in the wrapped store (asked past the gate).
+    pub async fn inner_has(&self, key: &str) -> bool {
+        use objwal::ObjectStorage as _;
+        let listed = self.inner.list(key).await.unwrap();
+        listed.iter().any(|m| m.key == key)
+    }
+}
+
+#[async_trait::async_trait]
+impl objwal::ObjectStorage for GateReads {
+    async fn create(
+        &self,
+        key: &str,
+        data: Bytes,
+    ) -> Result<objwal::Created, objwal::StorageError> {
+        self.inner.create(key, data).await
+    }
+    async fn read(
+        &self,
+        key: &str,
+        range: std::ops::Range<u64>,
+    ) -> Result<Bytes, objwal::StorageError> {
+        use std::sync::atomic::Ordering;
+        if key == self.key && !self.held.swap(true, Ordering::SeqCst) {
+            self.arrived.notify_one();
+            let _permit = self.gate.acquire().await;
+        }
+        self.inner.read(key, range).await
+    }
+    async fn list(&self, prefix: &str) -> Result<Vec<objwal::ObjectMeta>, objwal::StorageError> {
+        self.inner.list(prefix).await
+    }
+    async fn delete(&self, key: &str) -> Result<(), objwal::StorageError> {
+        self.inner.delete(key).await
+    }
+}

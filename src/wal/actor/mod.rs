@@ -65,6 +65,7 @@ mod ledger;
 mod pipeline;
 mod probe;
 mod regions;
+mod replay;
 mod seal;
 mod stop;
 
@@ -118,6 +119,13 @@ pub(crate) enum Command {
     /// What the log holds per region.
     Regions {
         reply: Reply<Vec<crate::catalog::RegionInfo>>,
+    },
+    /// A page of a bulk replay's objects (`replay.rs`).
+    ReplayPage {
+        wanted: Arc<[(RegionId, EntryId)]>,
+        after: u64,
+        limit: usize,
+        reply: Reply<super::replay::ReplayPage>,
     },
 }
 
@@ -377,6 +385,14 @@ impl Actor {
             Command::Regions { reply } => {
                 let (watermarks, released) = self.regions.tables();
                 let _ = reply.send(Ok(self.catalog.region_infos(watermarks, released)));
+            }
+            Command::ReplayPage {
+                wanted,
+                after,
+                limit,
+                reply,
+            } => {
+                let _ = reply.send(self.on_replay_page(&wanted, after, limit));
             }
         }
     }
