@@ -100,24 +100,26 @@ impl Catalog {
     /// The live regions that hold more than `bound` indexed objects from
     /// collection (their first live object has `bound` or more indexed
     /// objects above it), each with the id through which a flush leaves at
-    /// most `bound` held: its largest id below the newest `bound` objects.
-    /// Looks only at the objects below those, so it costs nothing while the
-    /// catalog holds `bound` objects or fewer.
+    /// most `bound` held (its largest id below the newest `bound` objects)
+    /// and the objects it holds. Looks only at the objects below the newest
+    /// `bound`, so it costs nothing while the catalog holds no more.
     pub fn pinned_beyond(
         &self,
         hidden: impl Fn(RegionId) -> EntryId,
         bound: u64,
-    ) -> BTreeMap<RegionId, EntryId> {
+    ) -> BTreeMap<RegionId, (EntryId, u64)> {
         let mut over = BTreeMap::new();
         let len = self.objects.len() as u64;
         let Some(below) = len.checked_sub(bound).filter(|n| *n > 0) else {
             return over;
         };
         let below = usize::try_from(below).unwrap_or(usize::MAX);
-        for object in self.objects.values().take(below) {
+        for (rank, object) in self.objects.values().take(below).enumerate() {
             for segment in &object.segments {
                 if segment.last_id > self.obsolete_through(segment.region, &hidden) {
-                    let through = over.entry(segment.region).or_insert(0);
+                    // The first live object met is the region's first.
+                    let held = len - rank as u64;
+                    let (through, _) = over.entry(segment.region).or_insert((0, held));
                     *through = segment.last_id.max(*through);
                 }
             }
@@ -262,12 +264,12 @@ mod tests {
         assert_eq!(c.pinned_beyond(hidden, 10), BTreeMap::new());
         assert_eq!(
             c.pinned_beyond(hidden, 9),
-            BTreeMap::from([(1, entry_id(1, 2))])
+            BTreeMap::from([(1, (entry_id(1, 2), 10))])
         );
         // Within 6 objects of the newest: its entries in object 4 go too.
         assert_eq!(
             c.pinned_beyond(hidden, 6),
-            BTreeMap::from([(1, entry_id(4, 2))])
+            BTreeMap::from([(1, (entry_id(4, 2), 10))])
         );
         let flushed = |r| {
             if r == 2 {
@@ -302,11 +304,11 @@ mod tests {
             let hidden = |r: RegionId| watermarks.get(&r).copied().unwrap_or(0);
             let rows = c.pinning(hidden);
             let over = c.pinned_beyond(hidden, bound);
-            let named: Vec<_> = over.keys().copied().collect();
+            let named: Vec<_> = over.iter().map(|(r, (_, held))| (*r, *held)).collect();
             let mut expected: Vec<_> = rows
                 .iter()
                 .filter(|r| r.held_objects > bound)
-                .map(|r| r.region)
+                .map(|r| (r.region, r.held_objects))
                 .collect();
             expected.sort_unstable();
             prop_assert_eq!(named, expected);
@@ -314,7 +316,7 @@ mod tests {
             let pinned = c.pinned_objects(hidden);
             // A region living only in the newest object holds 1 and has no row.
             prop_assert!(max_held.is_none_or(|m| m == pinned), "{:?} {}", max_held, pinned);
-            for (&region, &through) in &over {
+            for (&region, &(through, _)) in &over {
                 let flushed = |r: RegionId| {
                     if r == region { through.max(hidden(r)) } else { hidden(r) }
                 };

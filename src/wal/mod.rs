@@ -30,6 +30,7 @@ mod create;
 pub mod damage;
 mod fence;
 mod policy;
+mod pressure;
 mod quarantine;
 mod reach;
 mod reader;
@@ -39,6 +40,7 @@ mod retry;
 
 use actor::{Actor, Command, Start};
 use damage::Damage;
+pub use pressure::FlushRequest;
 use reader::{Holes, ReadContext, SegmentPage, SegmentSource};
 use replay::ReplayPage;
 

@@ -37,8 +37,17 @@ impl super::Command {
     /// `error` (a stopped store answers them so). Other requests are
     /// answered where they are handled; a dropped reply reads as stopped.
     pub(super) fn refuse(self, error: Error) {
-        if let super::Command::ReplayPage { reply, .. } = self {
-            let _ = reply.send(Err(error));
+        use super::Command;
+        match self {
+            Command::ReplayPage { reply, .. } => {
+                let _ = reply.send(Err(error));
+            }
+            Command::Pinning { reply } => {
+                let _ = reply.send(Err(error));
+            }
+            // A stopped store sends no flush request: the stream ends.
+            Command::FlushRequests { reply } => drop(reply),
+            _ => {}
         }
     }
 }

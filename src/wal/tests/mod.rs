@@ -19,6 +19,7 @@ mod collect;
 mod fencing;
 mod matrix;
 mod matrix_enqueued;
+mod pinning;
 mod recovery;
 mod release;
 
