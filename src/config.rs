@@ -129,10 +129,10 @@ pub struct Config {
     /// Objects whose tails recovery reads at once.
     ///
     /// Trades open time for request bursts and memory: recovery reads one
-    /// window (up to 64 KiB) at the end of every object once, so the number
-    /// of GETs per open is fixed by the number of objects; this only decides
-    /// how many are in flight, and so how long an open with many objects
-    /// takes on a high-latency store.
+    /// window (sized from the footers it met, 4 KiB at least) at the end of
+    /// every object once, so the number of GETs per open is fixed by the
+    /// number of objects; this only decides how many are in flight, and so
+    /// how long an open with many objects takes on a high-latency store.
     pub recovery_concurrency: usize,
     /// Early seals per second: a batch that is not full is sealed as soon
     /// as a create could start, while this budget has a token (timer seals

@@ -12,6 +12,7 @@ mod format_fixtures;
 mod format_robustness;
 mod format_roundtrip;
 mod hostile_input;
+mod open_reads;
 mod pinning;
 mod prefetch;
 mod quarantine;
