@@ -29,6 +29,7 @@ mod batch;
 mod create;
 pub mod damage;
 mod fence;
+mod handoff;
 mod policy;
 mod pressure;
 mod quarantine;
@@ -40,6 +41,7 @@ mod retry;
 
 use actor::{Actor, Command, Start};
 use damage::Damage;
+pub use handoff::Imported;
 pub use pressure::FlushRequest;
 use reader::{Holes, ReadContext, SegmentPage, SegmentSource};
 use replay::ReplayPage;
@@ -121,6 +123,8 @@ struct Handle {
     tx: flume::Sender<Command>,
     shared: Arc<Shared>,
     read: ReadContext,
+    /// `max_batch_bytes`: how much one append of an import carries.
+    batch_bytes: u64,
 }
 
 /// A write-ahead log on object storage. Cheap to clone; every clone talks
@@ -239,6 +243,7 @@ impl Wal {
             concurrency: launch.config.replay_concurrency,
             buffer_bytes: launch.config.replay_buffer_bytes,
         };
+        let batch_bytes = launch.config.max_batch_bytes;
         let (tx, rx) = flume::unbounded();
         let actor = Actor::new(Start {
             launch,
@@ -247,7 +252,12 @@ impl Wal {
         });
         tokio::spawn(actor.run(rx));
         Wal {
-            handle: Arc::new(Handle { tx, shared, read }),
+            handle: Arc::new(Handle {
+                tx,
+                shared,
+                read,
+                batch_bytes,
+            }),
         }
     }
 

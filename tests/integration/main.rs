@@ -11,6 +11,7 @@ mod fencing;
 mod format_fixtures;
 mod format_robustness;
 mod format_roundtrip;
+mod handoff;
 mod hostile_input;
 mod open_reads;
 mod pinning;
