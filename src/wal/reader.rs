@@ -230,20 +230,17 @@ impl ReadState {
         Ok(())
     }
 
-    /// Starts queued fetches in order while the reads in flight and the
-    /// bytes held allow (one at least when nothing is held).
+    /// Starts queued fetches in order while the limits allow.
     fn start_fetches(&mut self, concurrency: usize) {
-        while self.in_flight.len() < concurrency {
-            let Some(len) = self.queued.front().map(|w| w.segment.index.len) else {
-                return;
-            };
-            if self.held > 0 && self.held.saturating_add(len) > self.ctx.buffer_bytes {
-                return;
-            }
-            let Some(wanted) = self.queued.pop_front() else {
-                return;
-            };
-            self.held += len;
+        let len = |w: &Wanted| w.segment.index.len;
+        while let Some((wanted, len)) = next_to_start(
+            &mut self.queued,
+            len,
+            self.in_flight.len(),
+            concurrency,
+            &mut self.held,
+            self.ctx.buffer_bytes,
+        ) {
             let (ctx, source, region) = (self.ctx.clone(), self.source.clone(), self.region);
             self.in_flight.push_back(Task::spawn(async move {
                 let fetched = fetch_segment(&ctx, source.as_ref(), region, &wanted.segment, None)
@@ -256,6 +253,26 @@ impl ReadState {
             }));
         }
     }
+}
+
+/// The next read of `queue` to start, with its length (added to `held`):
+/// while fewer than `concurrency` reads are in flight and its bytes fit in
+/// `budget` with those `held` already (one read at least when nothing is
+/// held, so a read longer than the budget still runs, alone).
+pub(crate) fn next_to_start<T>(
+    queue: &mut VecDeque<T>,
+    len: impl Fn(&T) -> u64,
+    in_flight: usize,
+    concurrency: usize,
+    held: &mut u64,
+    budget: u64,
+) -> Option<(T, u64)> {
+    let next = queue.front().map(&len)?;
+    if in_flight >= concurrency || (*held > 0 && held.saturating_add(next) > budget) {
+        return None;
+    }
+    *held += next;
+    queue.pop_front().map(|item| (item, next))
 }
 
 /// A read spawned on the runtime, so that it goes on while the consumer is

@@ -172,23 +172,38 @@ pub async fn collect_entries(
     Ok(out)
 }
 
-/// A storage wrapper that counts the reads of each key, and their bytes.
+/// A storage wrapper for tests: counts the reads of each key (and their
+/// bytes), can hold the first read of one key until [`Instrumented::open`]
+/// (telling when it arrived), and can refuse creates under a key part once
+/// a number of them went through (a node losing its store half-way).
 #[derive(Debug)]
-pub struct ReadsPerKey {
+pub struct Instrumented {
     inner: Storage,
     reads: std::sync::Mutex<std::collections::BTreeMap<String, (u64, u64)>>,
+    gate_key: Option<String>,
+    /// Notified when the held read arrives.
+    pub arrived: tokio::sync::Notify,
+    gate: tokio::sync::Semaphore,
+    held: std::sync::atomic::AtomicBool,
+    /// Creates of keys containing the part still allowed, when limited.
+    creates: std::sync::Mutex<Option<(String, usize)>>,
 }
 
-impl ReadsPerKey {
-    /// Wraps `inner`; `storage()` of the result goes through the counters.
-    pub fn wrap(inner: Storage) -> std::sync::Arc<Self> {
-        std::sync::Arc::new(ReadsPerKey {
+impl Instrumented {
+    /// Wraps `inner`, holding the first read of `gate_key` if one is given.
+    pub fn wrap(inner: Storage, gate_key: Option<&str>) -> std::sync::Arc<Self> {
+        std::sync::Arc::new(Instrumented {
             inner,
             reads: Default::default(),
+            gate_key: gate_key.map(str::to_owned),
+            arrived: tokio::sync::Notify::new(),
+            gate: tokio::sync::Semaphore::new(0),
+            held: std::sync::atomic::AtomicBool::new(false),
+            creates: Default::default(),
         })
     }
 
-    /// A storage handle whose requests go through the counters.
+    /// A storage handle whose requests go through the wrapper.
     pub fn storage(self: &std::sync::Arc<Self>) -> Storage {
         Storage::from_arc(self.clone())
     }
@@ -202,81 +217,49 @@ impl ReadsPerKey {
     pub fn reset(&self) {
         self.reads.lock().unwrap().clear();
     }
-}
-
-#[async_trait::async_trait]
-impl objwal::ObjectStorage for ReadsPerKey {
-    async fn create(
-        &self,
-        key: &str,
-        data: Bytes,
-    ) -> Result<objwal::Created, objwal::StorageError> {
-        self.inner.create(key, data).await
-    }
-    async fn read(
-        &self,
-        key: &str,
-        range: std::ops::Range<u64>,
-    ) -> Result<Bytes, objwal::StorageError> {
-        let bytes = self.inner.read(key, range).await?;
-        let mut reads = self.reads.lock().unwrap();
-        let slot = reads.entry(key.to_owned()).or_default();
-        slot.0 += 1;
-        slot.1 += bytes.len() as u64;
-        Ok(bytes)
-    }
-    async fn list(&self, prefix: &str) -> Result<Vec<objwal::ObjectMeta>, objwal::StorageError> {
-        self.inner.list(prefix).await
-    }
-    async fn delete(&self, key: &str) -> Result<(), objwal::StorageError> {
-        self.inner.delete(key).await
-    }
-}
-
-/// Holds the first read of one key until [`GateReads::open`] is called and
-/// tells when that read arrived: a read made to wait at an exact point.
-#[derive(Debug)]
-pub struct GateReads {
-    inner: Storage,
-    key: String,
-    /// Notified when the held read arrives.
-    pub arrived: tokio::sync::Notify,
-    gate: tokio::sync::Semaphore,
-    held: std::sync::atomic::AtomicBool,
-}
-
-impl GateReads {
-    /// Holds the first read of `key` made through it.
-    pub fn new(inner: Storage, key: String) -> Self {
-        GateReads {
-            inner,
-            key,
-            arrived: tokio::sync::Notify::new(),
-            gate: tokio::sync::Semaphore::new(0),
-            held: std::sync::atomic::AtomicBool::new(false),
-        }
-    }
 
     /// Lets the held read go on.
     pub fn open(&self) {
         self.gate.add_permits(1);
     }
 
-    /// Whether `key` is in the wrapped store (asked past the gate).
+    /// Whether `key` is in the wrapped store (asked past the wrapper).
     pub async fn inner_has(&self, key: &str) -> bool {
         use objwal::ObjectStorage as _;
         let listed = self.inner.list(key).await.unwrap();
         listed.iter().any(|m| m.key == key)
     }
+
+    /// Lets `n` more creates of keys containing `part` through, then
+    /// refuses every later one with a permanent error.
+    pub fn refuse_creates_after(&self, part: &str, n: usize) {
+        *self.creates.lock().unwrap() = Some((part.to_owned(), n));
+    }
+
+    /// Lets every create through again.
+    pub fn allow_creates(&self) {
+        *self.creates.lock().unwrap() = None;
+    }
 }
 
 #[async_trait::async_trait]
-impl objwal::ObjectStorage for GateReads {
+impl objwal::ObjectStorage for Instrumented {
     async fn create(
         &self,
         key: &str,
         data: Bytes,
     ) -> Result<objwal::Created, objwal::StorageError> {
+        if let Some((part, left)) = self.creates.lock().unwrap().as_mut() {
+            if key.contains(part.as_str()) {
+                if *left == 0 {
+                    return Err(
+                        objwal::StorageError::permanent("injected: the store is gone")
+                            .with_key(key),
+                    );
+                }
+                *left -= 1;
+            }
+        }
         self.inner.create(key, data).await
     }
     async fn read(
@@ -285,11 +268,16 @@ impl objwal::ObjectStorage for GateReads {
         range: std::ops::Range<u64>,
     ) -> Result<Bytes, objwal::StorageError> {
         use std::sync::atomic::Ordering;
-        if key == self.key && !self.held.swap(true, Ordering::SeqCst) {
+        if self.gate_key.as_deref() == Some(key) && !self.held.swap(true, Ordering::SeqCst) {
             self.arrived.notify_one();
             let _permit = self.gate.acquire().await;
         }
-        self.inner.read(key, range).await
+        let bytes = self.inner.read(key, range).await?;
+        let mut reads = self.reads.lock().unwrap();
+        let slot = reads.entry(key.to_owned()).or_default();
+        slot.0 += 1;
+        slot.1 += bytes.len() as u64;
+        Ok(bytes)
     }
     async fn list(&self, prefix: &str) -> Result<Vec<objwal::ObjectMeta>, objwal::StorageError> {
         self.inner.list(prefix).await

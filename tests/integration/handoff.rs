@@ -5,14 +5,7 @@
 //! failed or repeated import leaves no duplicate; both logs on one store,
 //! in memory and on the loopback S3 server.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
-
-use bytes::Bytes;
-use objwal::{
-    Config, Created, Entry, EntryId, Error, Imported, ObjectMeta, ObjectStorage, RegionId, Storage,
-    StorageError, Wal, WalReader,
-};
+use objwal::{Config, Entry, EntryId, Error, Imported, RegionId, Storage, Wal, WalReader};
 
 use crate::common::*;
 
@@ -144,39 +137,6 @@ async fn a_region_moves_between_two_logs_on_the_s3_server() {
     moves_a_region(Storage::from_url_opts(&url, options).unwrap()).await;
 }
 
-/// Lets `ok` creates under a key part through, then fails every later one
-/// (as a node losing its store half-way through an import).
-#[derive(Debug)]
-struct FailCreatesAfter {
-    inner: Storage,
-    part: &'static str,
-    ok: AtomicUsize,
-}
-
-#[async_trait::async_trait]
-impl ObjectStorage for FailCreatesAfter {
-    async fn create(&self, key: &str, data: Bytes) -> Result<Created, StorageError> {
-        if key.contains(self.part)
-            && self
-                .ok
-                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
-                .is_err()
-        {
-            return Err(StorageError::permanent("injected: the store is gone").with_key(key));
-        }
-        self.inner.create(key, data).await
-    }
-    async fn read(&self, key: &str, range: std::ops::Range<u64>) -> Result<Bytes, StorageError> {
-        self.inner.read(key, range).await
-    }
-    async fn list(&self, prefix: &str) -> Result<Vec<ObjectMeta>, StorageError> {
-        self.inner.list(prefix).await
-    }
-    async fn delete(&self, key: &str) -> Result<(), StorageError> {
-        self.inner.delete(key).await
-    }
-}
-
 /// B fails half-way (some appends durable, then its store refuses) and
 /// dies; after its restart the engine imports again: B replays each of R's
 /// entries once, in order. An import repeated after one that succeeded
@@ -185,12 +145,8 @@ impl ObjectStorage for FailCreatesAfter {
 async fn an_import_repeated_after_a_failure_leaves_no_duplicate() {
     let storage = faulty_memory().storage();
     let a_ids = node_a(&storage, 12).await;
-    let failing = Arc::new(FailCreatesAfter {
-        inner: storage.clone(),
-        part: "b/objects/",
-        ok: AtomicUsize::new(usize::MAX),
-    });
-    let b_storage = Storage::from_arc(failing.clone());
+    let failing = Instrumented::wrap(storage.clone(), None);
+    let b_storage = failing.storage();
     let node_b = Wal::open(b_storage.clone(), "b", small_batches())
         .await
         .unwrap();
@@ -199,7 +155,7 @@ async fn an_import_repeated_after_a_failure_leaves_no_duplicate() {
         .unwrap();
     // The import takes three appends (about 3 KiB in 1 KiB batches): two
     // creates go through, then none.
-    failing.ok.store(2, Ordering::SeqCst);
+    failing.refuse_creates_after("b/objects/", 2);
     let err = node_b
         .import_region(&reader, R, a_ids[3] + 1)
         .await
@@ -209,7 +165,7 @@ async fn an_import_repeated_after_a_failure_leaves_no_duplicate() {
         "{err}"
     );
     drop(node_b); // B dies.
-    failing.ok.store(usize::MAX, Ordering::SeqCst);
+    failing.allow_creates();
     let node_b = Wal::open(b_storage.clone(), "b", small_batches())
         .await
         .unwrap();

@@ -4,7 +4,6 @@
 //! read, and corruption, holes and collection as in `read`.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
@@ -96,7 +95,7 @@ async fn replay_yields_what_per_region_reads_yield() {
 
 #[tokio::test]
 async fn each_object_is_read_once_however_many_regions_replay() {
-    let counting = ReadsPerKey::wrap(faulty_memory().storage());
+    let counting = Instrumented::wrap(faulty_memory().storage(), None);
     let storage = counting.storage();
     let wal = open(&storage, test_config()).await;
     let regions: Vec<RegionId> = (1..=20).collect();
@@ -191,11 +190,11 @@ async fn a_stalled_consumer_holds_at_most_the_buffer() {
 /// entries of other regions already fetched.
 #[tokio::test]
 async fn a_region_waiting_for_its_read_does_not_hold_back_the_others() {
-    let gate = Arc::new(GateReads::new(
+    let gate = Instrumented::wrap(
         faulty_memory().storage(),
-        "t/objects/00000000000000000003.wal".into(),
-    ));
-    let storage = objwal::Storage::from_arc(gate.clone());
+        Some("t/objects/00000000000000000003.wal"),
+    );
+    let storage = gate.storage();
     let wal = open(&storage, test_config()).await;
     // Object 2 holds both regions, 3 only region 1, 4..=6 only region 2.
     wal.append(vec![(1, b("a0")), (2, b("b0"))]).await.unwrap();
@@ -260,11 +259,11 @@ async fn corruption_is_refetched_then_skipped_or_failed_as_in_read() {
 
 #[tokio::test]
 async fn an_object_collected_under_the_replay_is_skipped() {
-    let gate = Arc::new(GateReads::new(
+    let gate = Instrumented::wrap(
         faulty_memory().storage(),
-        "t/objects/00000000000000000002.wal".into(),
-    ));
-    let storage = objwal::Storage::from_arc(gate.clone());
+        Some("t/objects/00000000000000000002.wal"),
+    );
+    let storage = gate.storage();
     let wal = open(&storage, test_config()).await;
     let first = wal.append(vec![(1, b("a0"))]).await.unwrap();
     wal.append(vec![(1, b("a1"))]).await.unwrap();

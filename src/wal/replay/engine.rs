@@ -28,11 +28,12 @@ use tokio::time::Instant;
 
 use crate::catalog::SegmentRef;
 use crate::error::Error;
+use crate::format::SegmentIndex;
 use crate::storage::ObjectStorage;
 use crate::{EntryId, RegionId};
 
 use super::super::damage::{Damage, HoleGuard};
-use super::super::reader::{fetch_segment, ReadContext, SegmentSource, Task};
+use super::super::reader::{fetch_segment, next_to_start, ReadContext, SegmentSource, Task};
 use super::super::Entry;
 use super::plan::{self, Limits, PlannedRead};
 use super::ReplayPage;
@@ -47,12 +48,15 @@ struct Region {
     guard: HoleGuard,
 }
 
-/// A planned read and, per segment, the wanted region's index and the first
-/// id to yield.
+/// A planned read: its object and range, and per segment the wanted
+/// region's index and the first id to yield.
 struct Planned {
     number: u64,
-    read: PlannedRead,
-    regions: Vec<(usize, EntryId)>,
+    /// Bytes it fetches.
+    len: u64,
+    sequence: u64,
+    range: std::ops::Range<u64>,
+    segments: Vec<(SegmentIndex, usize, EntryId)>,
 }
 
 /// A finished read: per region (index), the entries it has not taken yet.
@@ -177,17 +181,15 @@ impl Replay {
 
     /// Starts planned reads in order while the limits allow.
     fn start_reads(&mut self) {
-        while self.in_flight.len() < self.concurrency() {
-            let Some(len) = self.planned.front().map(|p| p.read.len()) else {
-                return;
-            };
-            if self.held > 0 && self.held.saturating_add(len) > self.ctx.buffer_bytes {
-                return;
-            }
-            let Some(planned) = self.planned.pop_front() else {
-                return;
-            };
-            self.held += len;
+        let concurrency = self.concurrency();
+        while let Some((planned, len)) = next_to_start(
+            &mut self.planned,
+            |p| p.len,
+            self.in_flight.len(),
+            concurrency,
+            &mut self.held,
+            self.ctx.buffer_bytes,
+        ) {
             self.flying.insert(planned.number, len);
             let task = read(
                 self.ctx.clone(),
@@ -241,8 +243,14 @@ impl Replay {
         for read in plan::plan(&page.objects, self.limits) {
             let number = self.next_number;
             self.next_number += 1;
-            let mut regions = Vec::with_capacity(read.segments.len());
-            for segment in &read.segments {
+            let len = read.len();
+            let PlannedRead {
+                sequence,
+                range,
+                segments,
+            } = read;
+            let mut planned = Vec::with_capacity(segments.len());
+            for segment in segments {
                 // The source names only wanted regions; anything else is
                 // dropped rather than trusted.
                 let Ok(index) = self.wanted.binary_search_by_key(&segment.region, |w| w.0) else {
@@ -252,12 +260,18 @@ impl Replay {
                     continue;
                 };
                 region.slots.push_back(number);
-                regions.push((index, region.from.max(region.hidden.saturating_add(1))));
+                planned.push((
+                    segment,
+                    index,
+                    region.from.max(region.hidden.saturating_add(1)),
+                ));
             }
             self.planned.push_back(Planned {
                 number,
-                read,
-                regions,
+                len,
+                sequence,
+                range,
+                segments: planned,
             });
         }
     }
@@ -360,33 +374,29 @@ async fn fetch(
     wanted: &[(RegionId, EntryId)],
     planned: Planned,
 ) -> Result<Vec<(usize, VecDeque<Entry>)>, Error> {
-    let Planned { read, regions, .. } = planned;
-    let key = ctx.prefix.object_key(read.sequence);
+    let key = ctx.prefix.object_key(planned.sequence);
     let started = Instant::now();
-    let bytes = match ctx.storage.read(&key, read.range.clone()).await {
+    let bytes = match ctx.storage.read(&key, planned.range.clone()).await {
         Ok(bytes) => {
             ctx.metrics.read.record(started.elapsed().as_secs_f64());
             Some(bytes)
         }
-        Err(e) if e.is_not_found() && source.deleted(read.sequence).await? => {
+        Err(e) if e.is_not_found() && source.deleted(planned.sequence).await? => {
             tracing::debug!(key, "skipping an object collected under the replay");
             None
         }
         Err(e) => return Err(e.into()),
     };
-    let mut out = Vec::with_capacity(regions.len());
-    for (segment, (index, first)) in read.segments.iter().zip(regions) {
-        let Some(&(region, _)) = wanted.get(index) else {
-            continue;
-        };
+    let mut out = Vec::with_capacity(planned.segments.len());
+    for (segment, index, first) in planned.segments {
         let mut entries = VecDeque::new();
-        if let Some(bytes) = &bytes {
-            let start = usize::try_from(segment.offset - read.range.start).unwrap_or(usize::MAX);
+        if let (Some(bytes), Some(&(region, _))) = (&bytes, wanted.get(index)) {
+            let start = usize::try_from(segment.offset - planned.range.start).unwrap_or(usize::MAX);
             let end = start.saturating_add(usize::try_from(segment.len).unwrap_or(usize::MAX));
             let slice = bytes.get(start..end).map(|_| bytes.slice(start..end));
             let at = SegmentRef {
-                sequence: read.sequence,
-                index: *segment,
+                sequence: planned.sequence,
+                index: segment,
             };
             if let Some(decoded) = fetch_segment(ctx, source, region, &at, slice).await? {
                 entries.extend(

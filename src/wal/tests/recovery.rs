@@ -237,6 +237,9 @@ async fn tail_recovery_builds_the_catalog_that_whole_decoding_builds() {
     t.faulty.reset_counts();
     let recovered = recover(&t.storage, &prefix(&t), 1).await.unwrap();
     let counts = t.faulty.counts();
+    // Per object, the bytes its tail takes (from the release segment or the
+    // footer to the end).
+    let mut tails = Vec::new();
     let whole: Vec<IndexedObject> = {
         let mut out = Vec::new();
         for meta in &listed {
@@ -251,6 +254,10 @@ async fn tail_recovery_builds_the_catalog_that_whole_decoding_builds() {
                 format::TailDecode::Complete(tail) => tail,
                 format::TailDecode::NeedFooter { .. } => unreachable!("whole object"),
             };
+            let start = tail
+                .release_segment()
+                .map_or(tail.trailer.footer_offset, |r| r.offset);
+            tails.push(meta.size - start);
             out.push(IndexedObject {
                 sequence: object.header.sequence,
                 epoch: object.header.epoch,
@@ -294,22 +301,9 @@ async fn tail_recovery_builds_the_catalog_that_whole_decoding_builds() {
     assert_eq!(counts.read.requests, listed.len() as u64 + 1);
     let window = crate::wal::recovery::TailWindow::default();
     let mut expected = 0;
-    for meta in &listed {
+    for (meta, tail) in listed.iter().zip(tails) {
         expected += meta.size.min(window.len());
-        let bytes = t
-            .faulty
-            .inner()
-            .read(&meta.key, 0..meta.size)
-            .await
-            .unwrap();
-        let tail = format::decode_tail(&bytes, meta.size).unwrap();
-        let format::TailDecode::Complete(tail) = tail else {
-            unreachable!("whole object")
-        };
-        let start = tail
-            .release_segment()
-            .map_or(tail.trailer.footer_offset, |r| r.offset);
-        window.learn(meta.size - start);
+        window.learn(tail);
     }
     let footer = 1500 * format::FOOTER_ENTRY_LEN as u64;
     assert_eq!(
