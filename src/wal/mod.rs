@@ -279,7 +279,9 @@ impl Wal {
     }
 
     /// The entries of `region` with id >= `from`, in id order, hiding those
-    /// at or below the region's watermark.
+    /// at or below the region's watermark. Up to `replay_concurrency`
+    /// segment reads run ahead of the consumer (spawned tasks: poll the
+    /// stream inside a tokio runtime), holding at most `replay_buffer_bytes`.
     pub fn read(
         &self,
         region: RegionId,

@@ -62,7 +62,9 @@ impl Wal {
     /// twice replays from the lower start; the release region is refused.
     ///
     /// Objects indexed while the replay runs are seen. After an error the
-    /// stream ends; a replay from each region's next id resumes it.
+    /// stream ends; a replay from each region's next id resumes it. Its
+    /// reads are spawned tasks (they go on while the consumer is busy, up
+    /// to the bound): poll it inside a tokio runtime.
     pub fn replay(
         &self,
         regions_and_from: impl IntoIterator<Item = (RegionId, EntryId)>,
