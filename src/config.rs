@@ -129,10 +129,10 @@ pub struct Config {
     /// Objects whose tails recovery reads at once.
     ///
     /// Trades open time for request bursts and memory: recovery reads one
-    /// window (up to 64 KiB) at the end of every object once, so the number
-    /// of GETs per open is fixed by the number of objects; this only decides
-    /// how many are in flight, and so how long an open with many objects
-    /// takes on a high-latency store.
+    /// window (sized from the footers it met, 4 KiB at least) at the end of
+    /// every object once, so the number of GETs per open is fixed by the
+    /// number of objects; this only decides how many are in flight, and so
+    /// how long an open with many objects takes on a high-latency store.
     pub recovery_concurrency: usize,
     /// Early seals per second: a batch that is not full is sealed as soon
     /// as a create could start, while this budget has a token (timer seals
@@ -166,6 +166,36 @@ pub struct Config {
     pub request_timeout: Option<Duration>,
     /// What opening does with a structurally damaged object.
     pub on_damaged_object: DamagePolicy,
+    /// Reads a replay keeps in flight: object ranges of a bulk
+    /// [`Wal::replay`](crate::Wal::replay), segments of a single region's
+    /// `read` (its prefetch).
+    ///
+    /// Trades request bursts for restart time on a high-latency store: a
+    /// read of a remote object store waits a round trip (tens of ms) for
+    /// its first byte, so a replay goes at about this many reads per round
+    /// trip. It adds no request (each object range is fetched once either
+    /// way) and no memory beyond `replay_buffer_bytes`. 16 suits S3-class
+    /// latency; a local directory gains little beyond a few.
+    pub replay_concurrency: usize,
+    /// Bytes a replay or a read holds at once: reads in flight plus fetched
+    /// entries the consumer has not taken yet.
+    ///
+    /// Trades memory for throughput: when `replay_concurrency` reads would
+    /// need more, fewer run at once. A consumer that stops taking entries
+    /// stops the fetching once this much is held. One range larger than
+    /// this (a huge segment) is still fetched, alone.
+    #[serde(with = "sizes")]
+    pub replay_buffer_bytes: u64,
+    /// Flush requests ([`Wal::flush_requests`](crate::Wal::flush_requests)):
+    /// a live region whose oldest live entry keeps more than this many
+    /// indexed objects from collection is asked to flush (0: never ask).
+    ///
+    /// Trades engine flushes for storage and restart time: objects held,
+    /// their bytes (billed per GiB-month) and the tails an open reads stay
+    /// near this bound plus what arrives before the engine acts, instead of
+    /// growing without bound behind one cold region. A small bound asks
+    /// cold regions to flush small memtables often.
+    pub max_pinned_objects: u64,
 }
 
 /// The budget of early seals (see [`Config::early_seals`]).
@@ -249,6 +279,9 @@ impl Default for Config {
             stop_attempts: 5,
             request_timeout: None,
             on_damaged_object: DamagePolicy::Fail,
+            replay_concurrency: 16,
+            replay_buffer_bytes: 64 << 20,
+            max_pinned_objects: 256,
         }
     }
 }
@@ -256,6 +289,9 @@ impl Default for Config {
 /// The largest object payload a batch may be configured to hold. Entry
 /// lengths are `u32` in the format, and one object is one request body.
 pub const MAX_BATCH_BYTES_LIMIT: u64 = 1 << 30;
+
+/// The smallest `replay_buffer_bytes`: a few segments' worth.
+pub const MIN_REPLAY_BUFFER_BYTES: u64 = 64 << 10;
 
 impl Config {
     /// Refuses values that cannot work, naming the field.
@@ -348,6 +384,21 @@ impl Config {
             if timeout < Duration::from_millis(1) {
                 return refuse("request_timeout", format!("{timeout:?} is below 1ms"));
             }
+        }
+        if !(1..=1024).contains(&self.replay_concurrency) {
+            return refuse(
+                "replay_concurrency",
+                format!("{} is outside 1 ..= 1024", self.replay_concurrency),
+            );
+        }
+        if self.replay_buffer_bytes < MIN_REPLAY_BUFFER_BYTES {
+            return refuse(
+                "replay_buffer_bytes",
+                format!(
+                    "{} is below {MIN_REPLAY_BUFFER_BYTES} bytes (64 KiB)",
+                    self.replay_buffer_bytes
+                ),
+            );
         }
         Ok(())
     }
@@ -464,6 +515,9 @@ mod tests {
         assert_eq!(c.max_inflight_creates, 4);
         assert_eq!(c.recovery_concurrency, 8);
         assert_eq!(c.on_damaged_object, DamagePolicy::Fail);
+        assert_eq!(c.replay_concurrency, 16);
+        assert_eq!(c.replay_buffer_bytes, 64 << 20);
+        assert_eq!(c.max_pinned_objects, 256);
         let c: Config = serde_json::from_str(r#"{"on_damaged_object":"quarantine"}"#).unwrap();
         assert_eq!(c.on_damaged_object, DamagePolicy::Quarantine);
         assert!(serde_json::from_str::<Config>(r#"{"on_damaged_object":"skip"}"#).is_err());
@@ -517,6 +571,9 @@ mod tests {
             (r#"{"retry_initial_delay":"3s"}"#, "retry_initial_delay"),
             (r#"{"stop_attempts":0}"#, "stop_attempts"),
             (r#"{"request_timeout":"0s"}"#, "request_timeout"),
+            (r#"{"replay_concurrency":0}"#, "replay_concurrency"),
+            (r#"{"replay_concurrency":1025}"#, "replay_concurrency"),
+            (r#"{"replay_buffer_bytes":"63KiB"}"#, "replay_buffer_bytes"),
         ] {
             let c: Config = serde_json::from_str(json).unwrap();
             match c.validate() {

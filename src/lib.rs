@@ -250,11 +250,11 @@ pub mod storage;
 #[doc(hidden)]
 pub mod wal;
 
-pub use catalog::{IndexedObject, RegionInfo};
+pub use catalog::{IndexedObject, Pinning, RegionInfo};
 pub use config::{AckMode, Config, CorruptionPolicy, DamagePolicy, EarlySeals};
 pub use error::Error;
 pub use storage::{Created, ObjectMeta, ObjectStorage, Storage, StorageError};
-pub use wal::{Entry, Hole, Wal, WalReader};
+pub use wal::{Entry, FlushRequest, Hole, Imported, Wal, WalReader};
 
 /// A region: one log stream. `u64::MAX` is reserved for release records.
 pub type RegionId = u64;

@@ -35,6 +35,9 @@ pub const FAILED_DELETES_TOTAL: &str = "objwal_failed_deletes_total";
 pub const INDEXED_OBJECTS: &str = "objwal_indexed_objects";
 /// Bytes of the objects in the catalog.
 pub const INDEXED_BYTES: &str = "objwal_indexed_bytes";
+/// Indexed objects live regions keep from collection: from the oldest
+/// object holding a live entry through the newest.
+pub const PINNED_OBJECTS: &str = "objwal_pinned_objects";
 /// Payload bytes admitted but not yet durable.
 pub const UNPERSISTED_BYTES: &str = "objwal_unpersisted_bytes";
 /// From sealing a batch to its object being durable and indexed.
@@ -88,6 +91,10 @@ pub fn describe() {
         INDEXED_BYTES,
         Unit::Bytes,
         "bytes of the objects in the catalog"
+    );
+    describe_gauge!(
+        PINNED_OBJECTS,
+        "indexed objects live regions keep from collection"
     );
     describe_gauge!(
         UNPERSISTED_BYTES,
@@ -145,6 +152,7 @@ pub(crate) struct StoreMetrics {
     pub(crate) failed_deletes: metrics::Counter,
     pub(crate) indexed_objects: metrics::Gauge,
     pub(crate) indexed_bytes: metrics::Gauge,
+    pub(crate) pinned_objects: metrics::Gauge,
     pub(crate) unpersisted_bytes: metrics::Gauge,
     pub(crate) seal_to_durable: metrics::Histogram,
     pub(crate) append_ack: metrics::Histogram,
@@ -176,6 +184,7 @@ impl StoreMetrics {
             failed_deletes: metrics::counter!(FAILED_DELETES_TOTAL, "prefix" => p.clone()),
             indexed_objects: metrics::gauge!(INDEXED_OBJECTS, "prefix" => p.clone()),
             indexed_bytes: metrics::gauge!(INDEXED_BYTES, "prefix" => p.clone()),
+            pinned_objects: metrics::gauge!(PINNED_OBJECTS, "prefix" => p.clone()),
             unpersisted_bytes: metrics::gauge!(UNPERSISTED_BYTES, "prefix" => p.clone()),
             seal_to_durable: metrics::histogram!(SEAL_TO_DURABLE_SECONDS, "prefix" => p.clone()),
             append_ack: metrics::histogram!(APPEND_ACK_SECONDS, "prefix" => p.clone()),

@@ -19,9 +19,13 @@ use crate::format::{self, Link, ReleaseRecord, SegmentIndex, RELEASE_REGION};
 use crate::{EntryId, RegionId};
 
 pub mod chain;
+mod pinning;
 mod regions;
+mod replay;
 
+pub use pinning::Pinning;
 pub use regions::RegionInfo;
+pub use replay::ObjectSegments;
 #[cfg(test)]
 mod invariant_tests;
 #[cfg(test)]

@@ -220,6 +220,37 @@ impl Damage {
         from: EntryId,
         entries: impl Stream<Item = Result<Entry, Error>> + Send + 'static,
     ) -> impl Stream<Item = Result<Entry, Error>> + Send + 'static {
+        let state = Guarded {
+            entries: Box::pin(entries),
+            guard: self.hole_guard(policy, region, from),
+            done: false,
+        };
+        futures::stream::unfold(state, |mut state| async move {
+            if state.done {
+                return None;
+            }
+            let next = state.entries.next().await;
+            let reached = match &next {
+                Some(Ok(entry)) => state.guard.passes(entry.id),
+                Some(Err(_)) => None,
+                None => state.guard.at_end(),
+            };
+            if let Some(error) = reached {
+                state.done = true;
+                return Some((Err(error), state));
+            }
+            next.map(|item| (item, state))
+        })
+    }
+
+    /// The holes of damaged objects that a replay of `region` from `from`
+    /// must not pass (none under `CorruptionPolicy::Skip`).
+    pub(crate) fn hole_guard(
+        &self,
+        policy: CorruptionPolicy,
+        region: RegionId,
+        from: EntryId,
+    ) -> HoleGuard {
         let mut holes: Vec<Hole> = match policy {
             CorruptionPolicy::Skip => Vec::new(),
             CorruptionPolicy::Fail => self
@@ -229,34 +260,37 @@ impl Damage {
                 .collect(),
         };
         holes.sort_by_key(|h| h.first_id);
-        let state = Guarded {
-            entries: Box::pin(entries),
+        HoleGuard {
             holes: holes.into(),
-            done: false,
-        };
-        futures::stream::unfold(state, |mut state| async move {
-            if state.done {
-                return None;
-            }
-            let next = state.entries.next().await;
-            let reached = match &next {
-                Some(Ok(entry)) => state.holes.front().is_some_and(|h| h.first_id < entry.id),
-                Some(Err(_)) => false,
-                None => !state.holes.is_empty(),
-            };
-            if reached {
-                state.done = true;
-                let hole = state.holes.pop_front()?;
-                return Some((Err(hole_error(&hole)), state));
-            }
-            next.map(|item| (item, state))
-        })
+        }
+    }
+}
+
+/// The holes one region's replay must not pass, in id order.
+#[derive(Debug, Default)]
+pub(crate) struct HoleGuard {
+    holes: VecDeque<Hole>,
+}
+
+impl HoleGuard {
+    /// The error to yield instead of entry `id`, when it lies past a hole.
+    pub(crate) fn passes(&mut self, id: EntryId) -> Option<Error> {
+        if self.holes.front().is_some_and(|h| h.first_id < id) {
+            return self.holes.pop_front().map(|h| hole_error(&h));
+        }
+        None
+    }
+
+    /// The error to yield at the end of the region's entries, when a hole
+    /// lies after the last of them.
+    pub(crate) fn at_end(&mut self) -> Option<Error> {
+        self.holes.pop_front().map(|h| hole_error(&h))
     }
 }
 
 struct Guarded {
     entries: std::pin::Pin<Box<dyn Stream<Item = Result<Entry, Error>> + Send>>,
-    holes: VecDeque<Hole>,
+    guard: HoleGuard,
     done: bool,
 }
 

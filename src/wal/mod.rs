@@ -29,16 +29,22 @@ mod batch;
 pub(crate) mod create;
 pub mod damage;
 mod fence;
+mod handoff;
 mod policy;
+mod pressure;
 mod quarantine;
 mod reach;
 mod reader;
 mod recovery;
+mod replay;
 mod retry;
 
 use actor::{Actor, Command, Start};
 use damage::Damage;
+pub use handoff::Imported;
+pub use pressure::FlushRequest;
 use reader::{Holes, ReadContext, SegmentPage, SegmentSource};
+use replay::ReplayPage;
 
 /// One entry of a region.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -117,6 +123,8 @@ struct Handle {
     tx: flume::Sender<Command>,
     shared: Arc<Shared>,
     read: ReadContext,
+    /// `max_batch_bytes`: how much one append of an import carries.
+    batch_bytes: u64,
 }
 
 /// A write-ahead log on object storage. Cheap to clone; every clone talks
@@ -232,7 +240,10 @@ impl Wal {
             policy: launch.config.on_corrupted_segment,
             holes: shared.holes.clone(),
             metrics: metrics.clone(),
+            concurrency: launch.config.replay_concurrency,
+            buffer_bytes: launch.config.replay_buffer_bytes,
         };
+        let batch_bytes = launch.config.max_batch_bytes;
         let (tx, rx) = flume::unbounded();
         let actor = Actor::new(Start {
             launch,
@@ -241,7 +252,12 @@ impl Wal {
         });
         tokio::spawn(actor.run(rx));
         Wal {
-            handle: Arc::new(Handle { tx, shared, read }),
+            handle: Arc::new(Handle {
+                tx,
+                shared,
+                read,
+                batch_bytes,
+            }),
         }
     }
 
@@ -263,7 +279,9 @@ impl Wal {
     }
 
     /// The entries of `region` with id >= `from`, in id order, hiding those
-    /// at or below the region's watermark.
+    /// at or below the region's watermark. Up to `replay_concurrency`
+    /// segment reads run ahead of the consumer (spawned tasks: poll the
+    /// stream inside a tokio runtime), holding at most `replay_buffer_bytes`.
     pub fn read(
         &self,
         region: RegionId,
@@ -397,6 +415,24 @@ impl SegmentSource for ActorSource {
             .await
         })
     }
+
+    fn replay_page(
+        &self,
+        wanted: Arc<[(RegionId, EntryId)]>,
+        after: u64,
+        limit: usize,
+    ) -> BoxFuture<'static, Result<ReplayPage, Error>> {
+        let tx = self.tx.clone();
+        Box::pin(async move {
+            ask(&tx, |reply| Command::ReplayPage {
+                wanted,
+                after,
+                limit,
+                reply,
+            })
+            .await
+        })
+    }
 }
 
 /// Sends a request to the actor and waits for its answer; a gone actor
@@ -447,6 +483,8 @@ impl WalReader {
                 prefix,
                 policy: config.on_corrupted_segment,
                 holes: Arc::new(Holes::default()),
+                concurrency: config.replay_concurrency,
+                buffer_bytes: config.replay_buffer_bytes,
             },
         })
     }
@@ -516,6 +554,20 @@ impl SegmentSource for Catalog {
                 segments: self.segments_from(region, from, limit),
                 watermark,
             }
+        };
+        Box::pin(async move { Ok(page) })
+    }
+
+    fn replay_page(
+        &self,
+        wanted: Arc<[(RegionId, EntryId)]>,
+        after: u64,
+        limit: usize,
+    ) -> BoxFuture<'static, Result<ReplayPage, Error>> {
+        let hidden = |region| self.released().get(&region).copied().unwrap_or(0);
+        let page = ReplayPage {
+            objects: self.replay_page(&wanted, hidden, after, limit),
+            hidden: wanted.iter().map(|&(region, _)| hidden(region)).collect(),
         };
         Box::pin(async move { Ok(page) })
     }

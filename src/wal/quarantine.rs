@@ -23,7 +23,7 @@ use crate::format::{self, Header, Link, SegmentIndex, TailDecode};
 use crate::storage::{ObjectStorage, Storage};
 
 use super::damage::{Damage, DamagedObject, UnreplayedObject};
-use super::recovery::{check_plausible, read_tail, RecoveredObject, TAIL_WINDOW};
+use super::recovery::{check_plausible, read_tail, RecoveredObject, TailWindow, TAIL_WINDOW};
 
 /// One listed object, as recovery found it.
 #[derive(Debug)]
@@ -50,15 +50,17 @@ pub(crate) struct Damaged {
     pub(crate) segments: Option<Vec<SegmentIndex>>,
 }
 
-/// Reads the tail of the object at `key` and classifies it; `None` when it
-/// is gone (collected after the listing).
+/// Reads the tail of the object at `key` (with the open's learned
+/// `window`) and classifies it; `None` when it is gone (collected after the
+/// listing).
 pub(crate) async fn examine(
     storage: &Storage,
     key: &str,
     size: u64,
     sequence: u64,
+    window: &TailWindow,
 ) -> Result<Option<Examined>, Error> {
-    let error = match read_tail(storage, key, size).await {
+    let error = match read_tail(storage, key, size, window).await {
         Ok(object) => {
             let header = object.tail.header();
             let problem = check_plausible(key, header).err().or_else(|| {

@@ -4,6 +4,9 @@
 //! Recovery lists the prefix and reads ONE window at the end of each object
 //! (a second read only when the footer starts before the window, or when a
 //! release segment does), never a header and never an ordinary segment.
+//! The window is sized from what the tails need ([`TailWindow`]): it starts
+//! at 4 KiB and learns from the objects already read, so an open of many
+//! large objects reads about their footers, not 64 KiB of each.
 //! Chain selection ([`crate::catalog::chain`]) picks the history; the tip's
 //! chain is indexed; everything else is an orphan whose sequence and epoch
 //! still count. Structural damage of any object fails recovery, naming the
@@ -30,9 +33,40 @@ use crate::wal::fence;
 use crate::wal::quarantine::{self, examine, learn, Examined};
 use crate::wal::reach::Reach;
 
-/// Bytes read at the end of each object: the trailer, a footer of about a
-/// thousand segments, and usually the release segment before it.
+/// Bytes read at the end of a damaged object to learn what it still says
+/// of itself ([`crate::wal::quarantine::learn`]; rare, so generous).
 pub(crate) const TAIL_WINDOW: u64 = 64 * 1024;
+
+/// The smallest tail window: a trailer and a footer of 83 segments. A tail
+/// this small never needs a second read, whatever was learned.
+pub(crate) const FIRST_TAIL_WINDOW: u64 = 4 * 1024;
+
+/// The window recovery reads at the end of each object, learned from the
+/// objects already read: the largest tail needed so far (footer, trailer
+/// and the release segment before them) plus a quarter, and never less than
+/// [`FIRST_TAIL_WINDOW`]. Objects of one prefix have similar footers (one
+/// entry per region of the batch), so after the first few objects one read
+/// per object is the rule, and a tail larger than all before costs one
+/// more read (and raises the window). Shared by the reads in flight.
+#[derive(Debug, Default)]
+pub(crate) struct TailWindow {
+    /// The largest tail needed so far (0: nothing read yet).
+    needed: std::sync::atomic::AtomicU64,
+}
+
+impl TailWindow {
+    /// The bytes to read at the end of the next object.
+    pub(crate) fn len(&self) -> u64 {
+        let needed = self.needed.load(std::sync::atomic::Ordering::Relaxed);
+        needed.saturating_add(needed / 4).max(FIRST_TAIL_WINDOW)
+    }
+
+    /// Learns that an object's tail took its last `needed` bytes.
+    pub(crate) fn learn(&self, needed: u64) {
+        self.needed
+            .fetch_max(needed, std::sync::atomic::Ordering::Relaxed);
+    }
+}
 
 /// What recovery learned about one object.
 #[derive(Debug, Clone)]
@@ -111,9 +145,11 @@ pub(crate) async fn recover_with(
             None => tracing::warn!(key = %meta.key, "ignoring a key that is not an object key"),
         }
     }
+    let window = TailWindow::default();
+    let window = &window;
     let read: Vec<Option<(u64, Examined)>> = futures::stream::iter(keyed)
         .map(|(sequence, meta)| async move {
-            match examine(storage, &meta.key, meta.size, sequence).await? {
+            match examine(storage, &meta.key, meta.size, sequence, window).await? {
                 Some(examined) => Ok::<_, Error>(Some((sequence, examined))),
                 // Listed, then gone: collected by a writer (an older process
                 // still collecting, or this one before a crash). Only
@@ -219,43 +255,46 @@ fn warn(damage: &Damage) {
 }
 
 /// Reads the tail window of one object (and the footer or the release
-/// segment when they start before it).
+/// segment when they start before it), and teaches `window` what this
+/// object's tail took.
 pub(crate) async fn read_tail(
     storage: &Storage,
     key: &str,
     size: u64,
+    window: &TailWindow,
 ) -> Result<RecoveredObject, Error> {
-    let window_len = size.min(TAIL_WINDOW);
+    let window_len = size.min(window.len());
     let window_start = size - window_len;
-    let window = storage.read(key, window_start..size).await?;
+    let bytes = storage.read(key, window_start..size).await?;
     let corrupted = |e| Error::corrupted(key, e);
-    let tail = match format::decode_tail(&window, size).map_err(corrupted)? {
+    let tail = match format::decode_tail(&bytes, size).map_err(corrupted)? {
         TailDecode::Complete(tail) => tail,
         TailDecode::NeedFooter { trailer, footer } => {
             let bytes = storage.read(key, footer).await?;
             format::decode_footer(trailer, &bytes).map_err(corrupted)?
         }
     };
-    let releases = match tail.release_segment() {
+    let release = tail.release_segment().copied();
+    let tail_start = release.map_or(tail.trailer.footer_offset, |r| {
+        r.offset.min(tail.trailer.footer_offset)
+    });
+    window.learn(size.saturating_sub(tail_start));
+    let releases = match release {
         None => Vec::new(),
         Some(index) => {
             let sequence = tail.header().sequence;
-            let bytes = if index.offset >= window_start {
+            let within = if index.offset >= window_start {
                 let start = usize::try_from(index.offset - window_start).unwrap_or(usize::MAX);
                 let end = start.saturating_add(usize::try_from(index.len).unwrap_or(usize::MAX));
-                window.get(start..end).map(|_| window.slice(start..end))
+                bytes.get(start..end).map(|_| bytes.slice(start..end))
             } else {
                 None
             };
-            let bytes: Bytes = match bytes {
+            let segment: Bytes = match within {
                 Some(b) => b,
-                None => {
-                    storage
-                        .read(key, index.offset..index.offset + index.len)
-                        .await?
-                }
+                None => storage.read(key, index.range()).await?,
             };
-            format::decode_releases(&bytes, index, sequence).map_err(corrupted)?
+            format::decode_releases(&segment, &index, sequence).map_err(corrupted)?
         }
     };
     Ok(RecoveredObject {
@@ -377,7 +416,7 @@ async fn read_late_object(storage: &Storage, key: &str) -> Result<RecoveredObjec
         .ok_or_else(|| Error::Storage {
             source: crate::storage::StorageError::not_found(key),
         })?;
-    read_tail(storage, key, size).await
+    read_tail(storage, key, size, &TailWindow::default()).await
 }
 
 /// Every process writes its start object at a sequence at or above its

@@ -159,3 +159,130 @@ pub fn within<F: std::future::Future>(fut: F) -> impl std::future::Future<Output
         }
     }
 }
+
+/// Every item of a stream of entries, or its first error.
+pub async fn collect_entries(
+    entries: impl futures::Stream<Item = Result<Entry, Error>>,
+) -> Result<Vec<Entry>, Error> {
+    let mut entries = Box::pin(entries);
+    let mut out = Vec::new();
+    while let Some(entry) = entries.next().await {
+        out.push(entry?);
+    }
+    Ok(out)
+}
+
+/// A storage wrapper for tests: counts the reads of each key (and their
+/// bytes), can hold the first read of one key until [`Instrumented::open`]
+/// (telling when it arrived), and can refuse creates under a key part once
+/// a number of them went through (a node losing its store half-way).
+#[derive(Debug)]
+pub struct Instrumented {
+    inner: Storage,
+    reads: std::sync::Mutex<std::collections::BTreeMap<String, (u64, u64)>>,
+    gate_key: Option<String>,
+    /// Notified when the held read arrives.
+    pub arrived: tokio::sync::Notify,
+    gate: tokio::sync::Semaphore,
+    held: std::sync::atomic::AtomicBool,
+    /// Creates of keys containing the part still allowed, when limited.
+    creates: std::sync::Mutex<Option<(String, usize)>>,
+}
+
+impl Instrumented {
+    /// Wraps `inner`, holding the first read of `gate_key` if one is given.
+    pub fn wrap(inner: Storage, gate_key: Option<&str>) -> std::sync::Arc<Self> {
+        std::sync::Arc::new(Instrumented {
+            inner,
+            reads: Default::default(),
+            gate_key: gate_key.map(str::to_owned),
+            arrived: tokio::sync::Notify::new(),
+            gate: tokio::sync::Semaphore::new(0),
+            held: std::sync::atomic::AtomicBool::new(false),
+            creates: Default::default(),
+        })
+    }
+
+    /// A storage handle whose requests go through the wrapper.
+    pub fn storage(self: &std::sync::Arc<Self>) -> Storage {
+        Storage::from_arc(self.clone())
+    }
+
+    /// Per key read: (reads, bytes), since the last reset.
+    pub fn reads(&self) -> std::collections::BTreeMap<String, (u64, u64)> {
+        self.reads.lock().unwrap().clone()
+    }
+
+    /// Forgets every count.
+    pub fn reset(&self) {
+        self.reads.lock().unwrap().clear();
+    }
+
+    /// Lets the held read go on.
+    pub fn open(&self) {
+        self.gate.add_permits(1);
+    }
+
+    /// Whether `key` is in the wrapped store (asked past the wrapper).
+    pub async fn inner_has(&self, key: &str) -> bool {
+        use objwal::ObjectStorage as _;
+        let listed = self.inner.list(key).await.unwrap();
+        listed.iter().any(|m| m.key == key)
+    }
+
+    /// Lets `n` more creates of keys containing `part` through, then
+    /// refuses every later one with a permanent error.
+    pub fn refuse_creates_after(&self, part: &str, n: usize) {
+        *self.creates.lock().unwrap() = Some((part.to_owned(), n));
+    }
+
+    /// Lets every create through again.
+    pub fn allow_creates(&self) {
+        *self.creates.lock().unwrap() = None;
+    }
+}
+
+#[async_trait::async_trait]
+impl objwal::ObjectStorage for Instrumented {
+    async fn create(
+        &self,
+        key: &str,
+        data: Bytes,
+    ) -> Result<objwal::Created, objwal::StorageError> {
+        if let Some((part, left)) = self.creates.lock().unwrap().as_mut() {
+            if key.contains(part.as_str()) {
+                if *left == 0 {
+                    return Err(
+                        objwal::StorageError::permanent("injected: the store is gone")
+                            .with_key(key),
+                    );
+                }
+                *left -= 1;
+            }
+        }
+        self.inner.create(key, data).await
+    }
+    async fn read(
+        &self,
+        key: &str,
+        range: std::ops::Range<u64>,
+    ) -> Result<Bytes, objwal::StorageError> {
+        use std::sync::atomic::Ordering;
+        if self.gate_key.as_deref() == Some(key) && !self.held.swap(true, Ordering::SeqCst) {
+            self.arrived.notify_one();
+            let _permit = self.gate.acquire().await;
+        }
+        let bytes = self.inner.read(key, range).await?;
+        let mut reads = self.reads.lock().unwrap();
+        let slot = reads.entry(key.to_owned()).or_default();
+        slot.0 += 1;
+        slot.1 += bytes.len() as u64;
+        Ok(bytes)
+    }
+    async fn list(&self, prefix: &str) -> Result<Vec<objwal::ObjectMeta>, objwal::StorageError> {
+        self.inner.list(prefix).await
+    }
+    async fn delete(&self, key: &str) -> Result<(), objwal::StorageError> {
+        self.inner.delete(key).await
+    }
+}

@@ -6,7 +6,8 @@
 //! the parent SIGKILLs it, reopens the WAL in-process, replays every region
 //! from 0 and checks the replay against the log ([`crate::demo_check`]).
 //! It obsoletes nothing itself, stops the reopened store cleanly, prints a
-//! summary and exits 1 on any mismatch.
+//! summary and exits 1 on any mismatch. Then it moves a region between two
+//! nodes' logs in the same store and checks it ([`crate::demo_handoff`]).
 //!
 //! The default store is a fresh directory under the system temp directory,
 //! kept afterwards so that `objwal inspect` can look at it. On a store whose
@@ -154,6 +155,7 @@ pub async fn run(prefix: &str, verbose: u8, args: DemoArgs) -> CliResult {
     let (objects, bytes) = usage(&storage, prefix).await?;
 
     let started = Instant::now();
+    let handoff_storage = storage.clone();
     let wal = Wal::open(storage, prefix, objwal::Config::default()).await?;
     let open_time = started.elapsed();
     let mut checker = Checker::new(&log, enqueued, earlier, run);
@@ -162,11 +164,13 @@ pub async fn run(prefix: &str, verbose: u8, args: DemoArgs) -> CliResult {
     replay?;
     let report = checker.finish();
     print_summary(&log, &report, objects, bytes, open_time, enqueued);
+    let handoff = crate::demo_handoff::run(&handoff_storage, prefix, run).await;
     if let Err(e) = stopped {
         return Err(CliError::Failed(format!(
             "the reopened store did not stop cleanly: {e}"
         )));
     }
+    handoff?;
     if !report.mismatches.is_empty() {
         for m in report.mismatches.iter().take(20) {
             out!("  mismatch: {m}");
@@ -334,15 +338,13 @@ async fn usage(storage: &Storage, prefix: &str) -> Result<(usize, u64), CliError
     Ok((listed.len(), listed.iter().map(|o| o.size).sum()))
 }
 
-/// Replays every region from 0 into the checker.
+/// Replays every region from 0 into the checker, in one pass over the
+/// objects (`Wal::replay`), as an engine restarting a node does.
 async fn replay(wal: &Wal, regions: u32, checker: &mut Checker<'_>) -> CliResult {
-    for region in 0..u64::from(regions) {
-        let mut entries = Box::pin(wal.read(region, 0));
-        while let Some(entry) = entries.next().await {
-            let entry = entry
-                .map_err(|e| CliError::Failed(format!("replay of region {region} failed: {e}")))?;
-            checker.entry(region, entry.id, &entry.data);
-        }
+    let mut entries = Box::pin(wal.replay((0..u64::from(regions)).map(|r| (r, 0))));
+    while let Some(entry) = entries.next().await {
+        let entry = entry.map_err(|e| CliError::Failed(format!("replay failed: {e}")))?;
+        checker.entry(entry.region, entry.id, &entry.data);
     }
     Ok(())
 }

@@ -26,11 +26,13 @@ macro_rules! out {
 }
 
 mod bench;
+mod bench_replay;
 mod bench_report;
 mod counting;
 mod demo;
 mod demo_check;
 mod demo_child;
+mod demo_handoff;
 mod dump;
 mod health;
 mod inspect;
@@ -71,6 +73,8 @@ enum Command {
     Bench(bench::BenchArgs),
     /// Moves damaged objects aside under <prefix>/quarantine/ (with --yes).
     Repair(repair::RepairArgs),
+    /// Restart at scale: bulk replay vs per-region reads, open, pinning.
+    BenchReplay(bench_replay::BenchReplayArgs),
 }
 
 /// Why a command did not succeed, and so which exit code it gets.
@@ -146,6 +150,7 @@ fn main() -> ExitCode {
             Command::Dump(args) => dump::run(&prefix, args).await,
             Command::Bench(args) => bench::run(&prefix, args).await,
             Command::Repair(args) => repair::run(&prefix, args).await,
+            Command::BenchReplay(args) => bench_replay::run(&prefix, args).await,
         }
     });
     // Background tasks (a stopped store's deletes, a killed child's reaper)

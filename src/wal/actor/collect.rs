@@ -90,6 +90,7 @@ impl Collector {
 impl Actor {
     /// Starts a pass if the durable boundary passed what was collected.
     pub(super) fn maybe_collect(&mut self) {
+        self.check_pinning();
         if self.refusal().is_some() || !self.collector.passes.is_empty() {
             return;
         }

@@ -13,6 +13,7 @@
 //! | [`Backlog`] | enqueued mode: held-back appends and the failing state |
 //! | [`Kept`] | release records waiting for the next object |
 //! | [`collect::Collector`] | collection passes and what they deleted |
+//! | [`pinning::Pins`] | flush requests asked, and their subscribers |
 //! | [`ledger::Ledger`] | where every admitted entry went |
 //!
 //! After every event the loop calls [`Actor::progress`]: start the creates
@@ -62,9 +63,11 @@ mod ack;
 mod admit;
 mod collect;
 mod ledger;
+mod pinning;
 mod pipeline;
 mod probe;
 mod regions;
+mod replay;
 mod seal;
 #[cfg(test)]
 pub(crate) use seal::test_hooks;
@@ -120,6 +123,21 @@ pub(crate) enum Command {
     /// What the log holds per region.
     Regions {
         reply: Reply<Vec<crate::catalog::RegionInfo>>,
+    },
+    /// The regions holding objects from collection (`pinning.rs`).
+    Pinning {
+        reply: Reply<Vec<crate::catalog::Pinning>>,
+    },
+    /// A subscription to flush requests (`pinning.rs`).
+    FlushRequests {
+        reply: Reply<flume::Receiver<super::FlushRequest>>,
+    },
+    /// A page of a bulk replay's objects (`replay.rs`).
+    ReplayPage {
+        wanted: Arc<[(RegionId, EntryId)]>,
+        after: u64,
+        limit: usize,
+        reply: Reply<super::replay::ReplayPage>,
     },
 }
 
@@ -241,6 +259,7 @@ pub(crate) struct Actor {
     backlog: Backlog,
     kept: Kept,
     collector: collect::Collector,
+    pins: pinning::Pins,
     /// The largest boundary carried by an object sealed so far.
     boundary: u64,
     /// Sequences whose batches failed (the latest ones), for `wait_durable`.
@@ -291,6 +310,7 @@ impl Actor {
             backlog: Backlog::default(),
             kept: Kept::default(),
             collector: collect::Collector::new(collected),
+            pins: pinning::Pins::default(),
             boundary,
             failed: BTreeSet::new(),
             marker_backoff: None,
@@ -379,6 +399,20 @@ impl Actor {
             Command::Regions { reply } => {
                 let (watermarks, released) = self.regions.tables();
                 let _ = reply.send(Ok(self.catalog.region_infos(watermarks, released)));
+            }
+            Command::Pinning { reply } => {
+                let _ = reply.send(self.on_pinning());
+            }
+            Command::FlushRequests { reply } => {
+                let _ = reply.send(Ok(self.pins.subscribe()));
+            }
+            Command::ReplayPage {
+                wanted,
+                after,
+                limit,
+                reply,
+            } => {
+                let _ = reply.send(self.on_replay_page(&wanted, after, limit));
             }
         }
     }

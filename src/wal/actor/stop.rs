@@ -118,6 +118,7 @@ pub(super) async fn answer_stopped(rx: flume::Receiver<Command>, result: Result<
             Command::Stop { reply } => {
                 let _ = reply.send(result.clone());
             }
+            other => other.refuse(stopped),
         }
     }
 }

@@ -392,7 +392,7 @@ async fn footer_fetch_fails_at_open() {
     });
     let t = Bench::on(Storage::from_arc(fail.clone()), "m-footer", config());
     let wal = t.open().await;
-    // 1,400 regions: a footer of 67,200 bytes starts before the 64 KiB window.
+    // 1,400 regions: a footer of 67,200 bytes starts before the window.
     let entries: Vec<_> = (0..1400).map(|r| (r, b("x"))).collect();
     let ids = wal.append(entries).await.unwrap();
     wal.stop().await.unwrap();
@@ -400,7 +400,7 @@ async fn footer_fetch_fails_at_open() {
     let size = inner.list(&key).await.unwrap()[0].size;
     let tail = inner.read(&key, size - 80..size).await.unwrap();
     let footer_offset = u64::from_le_bytes(tail[40..48].try_into().unwrap());
-    assert!(footer_offset < size - super::super::recovery::TAIL_WINDOW);
+    assert!(footer_offset < size - super::super::recovery::TailWindow::default().len());
     fail.offset
         .store(footer_offset, std::sync::atomic::Ordering::SeqCst);
     fail.remaining.store(1, std::sync::atomic::Ordering::SeqCst);

@@ -21,6 +21,7 @@ mod hardening;
 mod lifecycle;
 mod matrix;
 mod matrix_enqueued;
+mod pinning;
 mod recovery;
 mod release;
 mod sealing;

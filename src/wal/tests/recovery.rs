@@ -235,8 +235,11 @@ async fn tail_recovery_builds_the_catalog_that_whole_decoding_builds() {
         .await
         .unwrap();
     t.faulty.reset_counts();
-    let recovered = recover(&t.storage, &prefix(&t), 4).await.unwrap();
+    let recovered = recover(&t.storage, &prefix(&t), 1).await.unwrap();
     let counts = t.faulty.counts();
+    // Per object, the bytes its tail takes (from the release segment or the
+    // footer to the end).
+    let mut tails = Vec::new();
     let whole: Vec<IndexedObject> = {
         let mut out = Vec::new();
         for meta in &listed {
@@ -251,6 +254,10 @@ async fn tail_recovery_builds_the_catalog_that_whole_decoding_builds() {
                 format::TailDecode::Complete(tail) => tail,
                 format::TailDecode::NeedFooter { .. } => unreachable!("whole object"),
             };
+            let start = tail
+                .release_segment()
+                .map_or(tail.trailer.footer_offset, |r| r.offset);
+            tails.push(meta.size - start);
             out.push(IndexedObject {
                 sequence: object.header.sequence,
                 epoch: object.header.epoch,
@@ -287,15 +294,21 @@ async fn tail_recovery_builds_the_catalog_that_whole_decoding_builds() {
             released_through: format::entry_id(3, 1)
         }])
     );
-    // One window per object, plus the footer of the object with 1,500
-    // regions; never a segment, never a header.
+    // One window per object, sized as learned from the objects before it
+    // (read one at a time here), plus the footer of the object with 1,500
+    // regions, the first tail larger than the window; never a segment read,
+    // never a header read.
     assert_eq!(counts.read.requests, listed.len() as u64 + 1);
-    let window = crate::wal::recovery::TAIL_WINDOW;
-    let windows: u64 = listed.iter().map(|m| m.size.min(window)).sum();
+    let window = crate::wal::recovery::TailWindow::default();
+    let mut expected = 0;
+    for (meta, tail) in listed.iter().zip(tails) {
+        expected += meta.size.min(window.len());
+        window.learn(tail);
+    }
     let footer = 1500 * format::FOOTER_ENTRY_LEN as u64;
     assert_eq!(
         counts.read.bytes,
-        windows + footer,
+        expected + footer,
         "tail windows and one footer, nothing more"
     );
 }

@@ -69,6 +69,7 @@ fn the_demo_survives_a_kill_in_durable_mode() {
         "replayed:",
         "open time:",
         "verdict:      OK",
+        "handoff:      region 1 moved from node A to node B",
     ] {
         assert!(out.contains(line), "{line:?} missing from:\n{out}");
     }

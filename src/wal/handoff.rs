@@ -1,0 +1,129 @@
+//! Region handoff: a log takes a region over from another node's log.
+//!
+//! With every node's log in one bucket a region can move: node B replays
+//! region R's unflushed entries from node A's prefix through a
+//! [`WalReader`] (which never fences A) and appends them to its own log
+//! with new ids above every id A handed out for R, so the region's ids
+//! keep increasing across the move. The protocol around the call (who
+//! stops writing R, who releases it, what an engine records) and the crash
+//! windows of each step are rfcs/0009.
+//!
+//! Invariants of [`Wal::import_region`]: every entry it appends has an id
+//! above [`Imported::floor`], which is at or above every id of R the other
+//! log had indexed or released when the reader opened, and every id of R
+//! this log held before; the watermark of R here is raised to the floor
+//! (so copies of an earlier, failed import are hidden, and the next
+//! sequence lies above the floor: one marker, see `reach.rs`); entries are
+//! appended in their order, in appends of up to `max_batch_bytes`; the call
+//! returns once all of them are durable and indexed, in both ack modes.
+
+use futures::StreamExt;
+
+use crate::error::Error;
+use crate::format::RELEASE_REGION;
+use crate::{EntryId, RegionId};
+
+use super::{Wal, WalReader};
+
+/// What [`Wal::import_region`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Imported {
+    /// The region.
+    pub region: RegionId,
+    /// Every id of the region in this log at or below this one is not part
+    /// of its history here: ids of the other log, copies of an earlier
+    /// import that failed, an earlier stay of the region here. The engine
+    /// records it with the move, and after each restart hands it to
+    /// `obsolete` and replays the region from the next id.
+    pub floor: EntryId,
+    /// The first new id (0 when nothing was imported).
+    pub first_id: EntryId,
+    /// The last new id (0 when nothing was imported): the region's entries
+    /// the engine appends from now on come after it.
+    pub last_id: EntryId,
+    /// Entries imported.
+    pub entries: u64,
+}
+
+impl Wal {
+    /// Takes `region` over from another node's log: appends every entry
+    /// `from_log.read(region, from)` yields (the other node's unflushed
+    /// entries, `from` being the engine's flushed id there plus one) to
+    /// this log, in order, with new ids above every id the other log
+    /// handed out for the region, and returns once they are durable and
+    /// indexed. The engine must have stopped writing the region to the
+    /// other log first, and releases it there afterwards (rfcs/0009).
+    ///
+    /// Calling it again after a failure (or a crash) is safe: the new floor
+    /// hides the copies the failed call left, and the engine replays from
+    /// the floor it got from the call that succeeded.
+    pub async fn import_region(
+        &self,
+        from_log: &WalReader,
+        region: RegionId,
+        from: EntryId,
+    ) -> Result<Imported, Error> {
+        if region == RELEASE_REGION {
+            return Err(Error::invalid(format!(
+                "region {region} (u64::MAX) is reserved for release records"
+            )));
+        }
+        let theirs = from_log
+            .latest_entry_id(region)
+            .max(from_log.released_through(region));
+        let floor = theirs.max(self.latest_entry_id(region));
+        if floor > 0 {
+            // Hides what this log holds of the region through the floor
+            // and moves the next sequence above it.
+            self.obsolete(region, floor).await?;
+        }
+        let mut imported = Imported {
+            region,
+            floor,
+            first_id: 0,
+            last_id: 0,
+            entries: 0,
+        };
+        let mut entries = Box::pin(from_log.read(region, from));
+        let mut chunk = Vec::new();
+        let mut bytes = 0u64;
+        loop {
+            let next = entries.next().await.transpose()?;
+            let full = next.as_ref().is_some_and(|e| {
+                !chunk.is_empty() && bytes + e.data.len() as u64 > self.handle.batch_bytes
+            });
+            if full || (next.is_none() && !chunk.is_empty()) {
+                let ids = self.append(std::mem::take(&mut chunk)).await?;
+                bytes = 0;
+                if imported.first_id == 0 {
+                    imported.first_id = ids.first().copied().unwrap_or(0);
+                }
+                imported.last_id = ids.last().copied().unwrap_or(imported.last_id);
+                imported.entries += ids.len() as u64;
+            }
+            let Some(entry) = next else { break };
+            bytes += entry.data.len() as u64;
+            chunk.push((region, entry.data));
+        }
+        if imported.entries > 0 {
+            self.wait_durable(region, imported.last_id).await?;
+        }
+        tracing::info!(
+            region,
+            floor,
+            entries = imported.entries,
+            last_id = imported.last_id,
+            "imported a region from another log"
+        );
+        Ok(imported)
+    }
+}
+
+impl WalReader {
+    /// Through which id an indexed release record released `region` (0
+    /// when none did).
+    pub fn released_through(&self, region: RegionId) -> EntryId {
+        self.catalog.released().get(&region).copied().unwrap_or(0)
+    }
+}

@@ -1,0 +1,109 @@
+//! Open reads what it needs (issue 15, item 4): recovery's tail window is
+//! sized from what the footers need, learned from the objects already read,
+//! so an open of many large objects reads about their footers (not 64 KiB
+//! of each), one read per object in the common case.
+
+use objwal::format::{self, TailDecode};
+use objwal::storage::fault::FaultyStorage;
+use objwal::{Config, ObjectStorage, Storage, WalReader};
+
+use crate::common::*;
+
+/// `objects` objects of `regions` regions each, `payload` bytes per entry.
+async fn objects(storage: &Storage, objects: usize, regions: u64, payload: usize) {
+    let wal = open(storage, test_config()).await;
+    for n in 0..objects {
+        let entries = (0..regions)
+            .map(|r| (r, b(&format!("{n}:{}", "p".repeat(payload)))))
+            .collect();
+        wal.append(entries).await.unwrap();
+    }
+    wal.stop().await.unwrap();
+}
+
+/// Per object listed, the bytes of its tail (footer and trailer).
+async fn tails(faulty: &FaultyStorage) -> Vec<u64> {
+    let mut out = Vec::new();
+    for meta in faulty.inner().list("t/objects/").await.unwrap() {
+        let bytes = faulty.inner().read(&meta.key, 0..meta.size).await.unwrap();
+        let Ok(TailDecode::Complete(tail)) = format::decode_tail(&bytes, meta.size) else {
+            panic!("{} does not decode", meta.key);
+        };
+        out.push(meta.size - tail.trailer.footer_offset);
+    }
+    out
+}
+
+/// Opens a reader with `concurrency` tail reads in flight; returns the
+/// reads and bytes it took.
+async fn open_counted(faulty: &FaultyStorage, concurrency: usize) -> (u64, u64) {
+    faulty.reset_counts();
+    let config = Config {
+        recovery_concurrency: concurrency,
+        ..test_config()
+    };
+    WalReader::open(faulty.storage(), "t", config)
+        .await
+        .unwrap();
+    let counts = faulty.counts();
+    (counts.read.requests, counts.read.bytes)
+}
+
+#[tokio::test]
+async fn an_open_of_large_objects_reads_about_their_footers() {
+    let faulty = faulty_memory();
+    // 30 objects of 150 regions x 1 KiB: footers of 7,280 bytes, larger
+    // than the first window, in objects of about 160 KiB.
+    objects(&faulty.storage(), 30, 150, 1024).await;
+    let tails = tails(&faulty).await;
+    let listed = tails.len() as u64;
+    let footers: u64 = tails.iter().sum();
+    // One object at a time: only the first large one needs a second read.
+    let (reads, bytes) = open_counted(&faulty, 1).await;
+    assert_eq!(reads, listed + 1, "{listed} objects");
+    assert!(
+        bytes <= 2 * footers,
+        "read {bytes} for footers of {footers}"
+    );
+    // Eight at a time: those read before anything was learned may each
+    // need one more.
+    let (reads, bytes) = open_counted(&faulty, 8).await;
+    assert!(reads <= listed + 8, "{reads} reads for {listed} objects");
+    assert!(
+        bytes <= 2 * footers,
+        "read {bytes} for footers of {footers}"
+    );
+    // Today's 64 KiB window would have read far more.
+    assert!(bytes * 4 < listed * (64 << 10));
+}
+
+#[tokio::test]
+async fn small_tails_take_one_read_each() {
+    let faulty = faulty_memory();
+    objects(&faulty.storage(), 20, 10, 20_000).await;
+    let listed = tails(&faulty).await.len() as u64;
+    for concurrency in [1, 8] {
+        let (reads, bytes) = open_counted(&faulty, concurrency).await;
+        assert_eq!(reads, listed);
+        assert!(bytes <= listed * 4096, "{bytes}");
+    }
+}
+
+#[tokio::test]
+async fn a_tail_larger_than_any_before_costs_one_more_read_and_raises_the_window() {
+    let faulty = faulty_memory();
+    let storage = faulty.storage();
+    objects(&storage, 10, 150, 10).await;
+    // Then objects with four times the regions: 28 KiB footers.
+    let wal = open(&storage, test_config()).await;
+    for n in 0..5 {
+        wal.append((0..600).map(|r| (r, b(&format!("{n}")))).collect())
+            .await
+            .unwrap();
+    }
+    wal.stop().await.unwrap();
+    let listed = tails(&faulty).await.len() as u64;
+    let (reads, _) = open_counted(&faulty, 1).await;
+    // The first 150-region object, and the first 600-region one.
+    assert_eq!(reads, listed + 2);
+}
