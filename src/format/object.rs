@@ -2,8 +2,10 @@
 //!
 //! The encoder checks every rule first while it computes the exact size,
 //! then writes into one allocation of that size, copying each payload once
-//! and computing each CRC once (the object CRC is combined from the header,
-//! segment and footer CRCs instead of a second pass over the payloads).
+//! and hashing it in the same pass, piece by piece right after each copy
+//! while the bytes are in cache (`encode_frames`); the object CRC is
+//! combined from the header, segment and footer CRCs instead of a second
+//! pass over the payloads.
 //! Encoding is deterministic: an [`Object`] has exactly one encoding, and a
 //! decoded object re-encodes to the bytes it came from.
 //!
@@ -105,36 +107,33 @@ pub fn encode(object: &Object) -> Result<Bytes, FormatError> {
     encode_header(header, &mut out);
     object_crc.update(&out);
     let mut index: Vec<SegmentIndex> = Vec::with_capacity(segment_count);
-    let mut seal =
-        |out: &Vec<u8>, region: u64, first_id: u64, last_id: u64, start: usize, count: u32| {
-            let mut hasher = crc32fast::Hasher::new();
-            hasher.update(out.get(start..).unwrap_or_default());
-            let crc = hasher.clone().finalize();
-            object_crc.combine(&hasher);
-            index.push(SegmentIndex {
-                region,
-                first_id,
-                last_id,
-                offset: start as u64,
-                len: (out.len() - start) as u64,
-                count,
-                crc,
-            });
-        };
+    // `hasher` holds the CRC state of exactly the segment's bytes.
+    let mut seal = |hasher: crc32fast::Hasher,
+                    out: &Vec<u8>,
+                    region: u64,
+                    (first_id, last_id): (u64, u64),
+                    start: usize,
+                    count: u32| {
+        let crc = hasher.clone().finalize();
+        object_crc.combine(&hasher);
+        index.push(SegmentIndex {
+            region,
+            first_id,
+            last_id,
+            offset: start as u64,
+            len: (out.len() - start) as u64,
+            count,
+            crc,
+        });
+    };
     for segment in &object.segments {
         let start = out.len();
-        encode_frames(&segment.entries, &mut out);
+        let hasher = encode_frames(&segment.entries, &mut out);
         let first = segment.entries.first().map_or(0, |e| e.0);
         let last = segment.entries.last().map_or(0, |e| e.0);
         // Positions are below 2^20, so a checked segment's count fits a u32.
-        seal(
-            &out,
-            segment.region,
-            first,
-            last,
-            start,
-            segment.entries.len() as u32,
-        );
+        let count = segment.entries.len() as u32;
+        seal(hasher, &out, segment.region, (first, last), start, count);
     }
     if let Some(data_len) = release_data_len {
         let start = out.len();
@@ -143,7 +142,9 @@ pub fn encode(object: &Object) -> Result<Bytes, FormatError> {
         // checked_data_len bounds data_len by u32::MAX.
         out.extend_from_slice(&(data_len as u32).to_le_bytes());
         encode_records(&object.releases, &mut out);
-        seal(&out, RELEASE_REGION, id, id, start, 1);
+        let mut hasher = crc32fast::Hasher::new();
+        hasher.update(out.get(start..).unwrap_or_default());
+        seal(hasher, &out, RELEASE_REGION, (id, id), start, 1);
     }
     let footer_start = out.len();
     for entry in &index {

@@ -26,6 +26,8 @@ use crate::{EntryId, RegionId};
 
 mod actor;
 mod batch;
+#[doc(hidden)]
+pub mod bench_support;
 pub(crate) mod create;
 pub mod damage;
 mod fence;

@@ -15,9 +15,16 @@
 //! the directories it created, and only those (never one that held
 //! something before it ran).
 //!
+//! `--put-latency` and `--get-latency` delay every create and every read
+//! (the wrapper of [`crate::counting`]) to model a remote store; the store
+//! then counts as one that charges per request, so the default budget of
+//! early seals is a remote store's. The budget in effect is printed.
+//!
 //! The baseline, measured in the same run, is the floor cost of one durable
-//! object: serial raw `create`s, directly on the store, of objects of the
-//! bench's median object size. Figures are medians over rounds, beside the
+//! object: serial raw `create`s, on the store through the same delays, of
+//! objects of the bench's median object size; and the floor of one fence
+//! probe (serial reads of a key that does not exist), which every
+//! acknowledgement round adds after its create. Figures are medians over rounds, beside the
 //! baseline's own figures and, except on `memory://` (where a create costs
 //! next to nothing, so a ratio would only measure the bench's own
 //! overhead), the ratio to them ([`crate::bench_report`]).
@@ -35,7 +42,7 @@ use objwal::{AckMode, Config, ObjectStorage, Storage, Wal};
 use tokio::time::Instant;
 
 use crate::bench_report::{self, Baseline, Round};
-use crate::counting::Counting;
+use crate::counting::{Counting, Latency};
 use crate::metrics_http;
 use crate::store::{self, AckModeArg};
 use crate::{CliError, CliResult};
@@ -73,6 +80,17 @@ pub struct BenchArgs {
     /// Conditional creates in flight (default: the library's).
     #[arg(long)]
     max_inflight_creates: Option<u64>,
+    /// The budget of early seals: auto, unlimited, off, or a number per
+    /// second (default: the library's, auto).
+    #[arg(long)]
+    early_seals: Option<String>,
+    /// Delay every create by this much (e.g. "30ms"), as a remote store's
+    /// round trip would.
+    #[arg(long, value_parser = latency_arg)]
+    put_latency: Option<Duration>,
+    /// Delay every read (fence probes, read-backs) by this much.
+    #[arg(long, value_parser = latency_arg)]
+    get_latency: Option<Duration>,
     /// Serve the metrics as Prometheus text at http://HOST:PORT/metrics
     /// while the bench runs (port 0: a free port; printed first).
     #[arg(long, value_name = "HOST:PORT")]
@@ -94,7 +112,11 @@ pub async fn run(prefix: &str, args: BenchArgs) -> CliResult {
     let run_prefix = format!("{prefix}/bench-{}-{stamp}", std::process::id());
     store::prefix(&run_prefix)?;
     let dirs = NewDirs::before(&args.store, &run_prefix);
-    let result = bench(&storage, &run_prefix, &config, &args).await;
+    let latency = Latency {
+        put: args.put_latency.unwrap_or_default(),
+        get: args.get_latency.unwrap_or_default(),
+    };
+    let result = bench(&storage, latency, &run_prefix, &config, &args).await;
     if let Some(dirs) = dirs {
         dirs.remove();
     }
@@ -104,18 +126,22 @@ pub async fn run(prefix: &str, args: BenchArgs) -> CliResult {
 /// The rounds and the baseline under `run_prefix`, each cleaned up after.
 async fn bench(
     storage: &Storage,
+    latency: Latency,
     run_prefix: &str,
     config: &Config,
     args: &BenchArgs,
 ) -> CliResult {
+    let (wrapped, _) = Counting::new(storage.clone(), latency);
+    let remote = wrapped.charges_per_request();
     bench_report::print_setup(&args.store, run_prefix, config, &args.describe());
+    bench_report::print_store(latency, remote, config);
 
     let progress = progress_bar(args.rounds, args.seconds);
     let mut rounds = Vec::new();
     for n in 1..=args.rounds {
         let round_prefix = format!("{run_prefix}/r{n}");
         progress.set_message(format!("round {n}/{}", args.rounds));
-        let round = round(storage, &round_prefix, config, args, &progress).await;
+        let round = round(storage, latency, &round_prefix, config, args, &progress).await;
         let cleaned = clean(storage, &round_prefix).await;
         let round = round?;
         cleaned?;
@@ -124,7 +150,7 @@ async fn bench(
     }
     progress.set_message("baseline");
     let object_bytes = bench_report::median_object_bytes(&rounds);
-    let baseline = baseline(storage, run_prefix, object_bytes, args.seconds).await;
+    let baseline = baseline(storage, latency, run_prefix, object_bytes, args.seconds).await;
     let cleaned = clean(storage, run_prefix).await;
     progress.finish_and_clear();
     let baseline = baseline?;
@@ -155,7 +181,19 @@ fn config(args: &BenchArgs) -> Result<Config, CliError> {
     if let Some(v) = args.max_inflight_creates {
         overrides.insert("max_inflight_creates".into(), v.into());
     }
+    if let Some(v) = &args.early_seals {
+        overrides.insert("early_seals".into(), v.clone().into());
+    }
     store::config(overrides)
+}
+
+/// A delay flag: a duration such as "30ms" or "1.5s", at most a minute.
+fn latency_arg(s: &str) -> Result<Duration, String> {
+    let d = humantime::parse_duration(s.trim()).map_err(|e| format!("{s:?}: {e}"))?;
+    if d > Duration::from_secs(60) {
+        return Err(format!("{s} is more than a minute"));
+    }
+    Ok(d)
 }
 
 /// A bar over every round's seconds, drawn on stderr only when it is a
@@ -185,12 +223,13 @@ struct WriterStats {
 
 async fn round(
     storage: &Storage,
+    latency: Latency,
     prefix: &str,
     config: &Config,
     args: &BenchArgs,
     progress: &ProgressBar,
 ) -> Result<Round, CliError> {
-    let (counting, counters) = Counting::new(storage.clone());
+    let (counting, counters) = Counting::new(storage.clone(), latency);
     let wal = Wal::open(Storage::new(counting), prefix, config.clone()).await?;
     let before = counters.snapshot();
     let started = Instant::now();
@@ -382,13 +421,18 @@ fn remove_empty_dirs(dir: &std::path::Path) {
 
 /// Serial raw creates of `object_bytes`-byte objects for about a second
 /// (at most `seconds`; at least 5 and at most 1000 creates), each deleted
-/// right after it is timed so the store does not fill up.
+/// right after it is timed so the store does not fill up; then as many
+/// serial probes (reads of a key that does not exist, as a fence probe
+/// that finds no newer fence is), all through the bench's delays.
 async fn baseline(
     storage: &Storage,
+    latency: Latency,
     prefix: &str,
     object_bytes: u64,
     seconds: f64,
 ) -> Result<Baseline, CliError> {
+    let (counting, _) = Counting::new(storage.clone(), latency);
+    let storage = &Storage::new(counting);
     let data = Bytes::from(vec![
         0x5au8;
         usize::try_from(object_bytes).unwrap_or(0).max(1)
@@ -404,8 +448,21 @@ async fn baseline(
         storage.delete(&key).await?;
     }
     latencies.sort_unstable();
+    let mut probes = Vec::with_capacity(latencies.len());
+    let missing = format!("{prefix}/baseline/fences/missing.fence");
+    while probes.len() < latencies.len() {
+        let sent = Instant::now();
+        match storage.read(&missing, 0..8).await {
+            Err(e) if e.is_not_found() => {}
+            Err(e) => return Err(e.into()),
+            Ok(_) => return Err(CliError::Failed(format!("{missing} exists"))),
+        }
+        probes.push(sent.elapsed().as_nanos() as u64);
+    }
+    probes.sort_unstable();
     Ok(Baseline {
         object_bytes: data.len() as u64,
         latencies,
+        probes,
     })
 }

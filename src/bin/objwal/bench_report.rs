@@ -1,12 +1,13 @@
 //! The figures of `objwal bench` and how they are printed: per round, then
 //! medians over rounds beside the baseline's own figures (serial raw
 //! creates of the median object size: its latency percentiles, its
-//! throughput one object at a time, one request per object) and, where it
-//! means something, the ratio to them.
+//! throughput one object at a time, one request per object; and one
+//! create plus one fence probe, what a lone durable append cannot beat)
+//! and, where it means something, the ratio to them.
 
-use objwal::Config;
+use objwal::{Config, EarlySeals};
 
-use crate::counting::Snapshot;
+use crate::counting::{Latency, Snapshot};
 
 const MIB: f64 = (1u64 << 20) as f64;
 const GIB: f64 = (1u64 << 30) as f64;
@@ -35,6 +36,8 @@ pub struct Baseline {
     pub object_bytes: u64,
     /// Every create's latency in nanoseconds, sorted.
     pub latencies: Vec<u64>,
+    /// Every probe's latency (a read of a missing key) in nanoseconds, sorted.
+    pub probes: Vec<u64>,
 }
 
 /// The figures of a round.
@@ -47,6 +50,7 @@ struct Figures {
     p99_ms: f64,
     max_ms: f64,
     objects_per_s: f64,
+    reads_per_s: f64,
     requests_per_gib: f64,
     object_bytes: f64,
 }
@@ -64,6 +68,7 @@ impl Round {
             p99_ms: percentile_ms(&self.latencies, 0.99),
             max_ms: self.latencies.last().map_or(0.0, |n| *n as f64 / 1e6),
             objects_per_s: self.requests.creates as f64 / secs,
+            reads_per_s: self.requests.reads as f64 / secs,
             requests_per_gib: if self.bytes == 0 {
                 0.0
             } else {
@@ -117,12 +122,39 @@ pub fn print_setup(store: &str, prefix: &str, config: &Config, load: &str) {
     out!("load: {load}");
 }
 
+/// The delays the bench adds and the budget of early seals in effect.
+pub fn print_store(latency: Latency, remote: bool, config: &Config) {
+    if latency.is_remote() {
+        out!(
+            "latency: {:?} per create, {:?} per read (the store counts as remote)",
+            latency.put,
+            latency.get
+        );
+    }
+    out!("early seals: {}", budget(config, remote));
+}
+
+/// The budget of early seals that `config` gives a store that charges per
+/// request (`remote`) or not; what `Config::early_seals` documents.
+pub fn budget(config: &Config, remote: bool) -> String {
+    let per_interval = 1.0 / config.flush_interval.as_secs_f64().max(1e-9);
+    match config.early_seals {
+        EarlySeals::Auto if remote => format!(
+            "{per_interval:.1} per second (auto: one per flush_interval on a store that charges per request)"
+        ),
+        EarlySeals::Auto => "unlimited (auto: the store has no per-request price)".to_owned(),
+        EarlySeals::Unlimited => "unlimited".to_owned(),
+        EarlySeals::Off => "off (only full batches and the timer seal)".to_owned(),
+        EarlySeals::PerSecond(rate) => format!("{rate} per second"),
+    }
+}
+
 /// One line per round.
 pub fn print_round(n: u32, round: &Round) {
     let f = round.figures();
     out!(
-        "round {n}: {:.0} appends/s, {:.2} MiB/s, p50 {:.3} ms, p99 {:.3} ms, {:.1} objects/s, {:.0} requests/GiB, median object {:.0} B",
-        f.appends_per_s, f.mib_per_s, f.p50_ms, f.p99_ms, f.objects_per_s, f.requests_per_gib, f.object_bytes
+        "round {n}: {:.0} appends/s, {:.2} MiB/s, p50 {:.3} ms, p99 {:.3} ms, {:.1} objects/s, {:.1} reads/s, {:.0} requests/GiB, median object {:.0} B",
+        f.appends_per_s, f.mib_per_s, f.p50_ms, f.p99_ms, f.objects_per_s, f.reads_per_s, f.requests_per_gib, f.object_bytes
     );
 }
 
@@ -148,6 +180,13 @@ pub fn print_summary(rounds: &[Round], baseline: &Baseline, ratios: bool) {
         create_p99_ms,
         create_max_ms
     );
+    let probe_ms = percentile_ms(&baseline.probes, 0.5);
+    out!(
+        "baseline probe: {} serial reads of a missing key: p50 {:.3} ms; create + probe p50 {:.3} ms",
+        baseline.probes.len(),
+        probe_ms,
+        create_ms + probe_ms
+    );
     out!(
         "{:<22} {:>16} {:>16} {:>12}",
         format!("median of {}", rounds.len()),
@@ -167,6 +206,11 @@ pub fn print_summary(rounds: &[Round], baseline: &Baseline, ratios: bool) {
     row("appends/s", med(|f| f.appends_per_s), None);
     row("MiB/s", med(|f| f.mib_per_s), Some(base_mib_per_s));
     row("latency p50 ms", med(|f| f.p50_ms), Some(create_ms));
+    row(
+        "p50 / create+probe",
+        med(|f| f.p50_ms),
+        Some(create_ms + probe_ms),
+    );
     row("latency p90 ms", med(|f| f.p90_ms), Some(create_p90_ms));
     row("latency p99 ms", med(|f| f.p99_ms), Some(create_p99_ms));
     row("latency max ms", med(|f| f.max_ms), Some(create_max_ms));
@@ -175,6 +219,7 @@ pub fn print_summary(rounds: &[Round], baseline: &Baseline, ratios: bool) {
         med(|f| f.objects_per_s),
         Some(base_objects_per_s),
     );
+    row("reads/s", med(|f| f.reads_per_s), None);
     row(
         "requests per GiB",
         med(|f| f.requests_per_gib),

@@ -1,9 +1,17 @@
 //! A storage wrapper that counts requests, for `objwal bench`'s requests
-//! per GiB and objects per second. It forwards every call unchanged.
+//! per GiB and objects per second, and can delay creates and reads to model
+//! a remote store (`--put-latency`, `--get-latency`).
+//!
+//! It forwards every call unchanged after its delay, and forwards
+//! `charges_per_request` too (a wrapper that answered the trait's default,
+//! `true`, would give a local directory a remote store's budget of early
+//! seals and so measure the wrong policy). With a delay configured it says
+//! `true`, as the remote store it stands in for would.
 
 use std::ops::Range;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use bytes::Bytes;
 use objwal::{Created, ObjectMeta, ObjectStorage, Storage, StorageError};
@@ -26,6 +34,8 @@ pub struct Snapshot {
     pub creates: u64,
     /// Every request of any kind.
     pub requests: u64,
+    /// Ranged reads (fence probes, read-backs).
+    pub reads: u64,
     /// Sizes recorded so far (an index into the create sizes).
     sizes_at: usize,
 }
@@ -34,10 +44,12 @@ impl Counters {
     /// The counts now.
     pub fn snapshot(&self) -> Snapshot {
         let creates = self.creates.load(Ordering::Relaxed);
+        let reads = self.reads.load(Ordering::Relaxed);
         Snapshot {
             creates,
+            reads,
             requests: creates
-                + self.reads.load(Ordering::Relaxed)
+                + reads
                 + self.lists.load(Ordering::Relaxed)
                 + self.deletes.load(Ordering::Relaxed),
             sizes_at: self.sizes().len(),
@@ -62,30 +74,55 @@ impl Snapshot {
     pub fn since(self, earlier: Snapshot) -> Snapshot {
         Snapshot {
             creates: self.creates.saturating_sub(earlier.creates),
+            reads: self.reads.saturating_sub(earlier.reads),
             requests: self.requests.saturating_sub(earlier.requests),
             sizes_at: self.sizes_at,
         }
     }
 }
 
-/// Counts every request made through it.
+/// The delays added before each create and each read.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Latency {
+    /// Before every conditional create.
+    pub put: Duration,
+    /// Before every ranged read.
+    pub get: Duration,
+}
+
+impl Latency {
+    /// Whether any request is delayed (the wrapper then models a remote store).
+    pub fn is_remote(self) -> bool {
+        !self.put.is_zero() || !self.get.is_zero()
+    }
+}
+
+/// Counts every request made through it, after its delay.
 #[derive(Debug, Clone)]
 pub struct Counting {
     inner: Storage,
     counters: Arc<Counters>,
+    latency: Latency,
 }
 
 impl Counting {
-    /// Wraps `inner`; returns the wrapper and its counters.
-    pub fn new(inner: Storage) -> (Counting, Arc<Counters>) {
+    /// Wraps `inner` with `latency`; returns the wrapper and its counters.
+    pub fn new(inner: Storage, latency: Latency) -> (Counting, Arc<Counters>) {
         let counters = Arc::new(Counters::default());
         (
             Counting {
                 inner,
                 counters: counters.clone(),
+                latency,
             },
             counters,
         )
+    }
+}
+
+async fn delay(by: Duration) {
+    if !by.is_zero() {
+        tokio::time::sleep(by).await;
     }
 }
 
@@ -94,11 +131,13 @@ impl ObjectStorage for Counting {
     async fn create(&self, key: &str, data: Bytes) -> Result<Created, StorageError> {
         self.counters.creates.fetch_add(1, Ordering::Relaxed);
         self.counters.sizes().push(data.len() as u64);
+        delay(self.latency.put).await;
         self.inner.create(key, data).await
     }
 
     async fn read(&self, key: &str, range: Range<u64>) -> Result<Bytes, StorageError> {
         self.counters.reads.fetch_add(1, Ordering::Relaxed);
+        delay(self.latency.get).await;
         self.inner.read(key, range).await
     }
 
@@ -110,5 +149,67 @@ impl ObjectStorage for Counting {
     async fn delete(&self, key: &str) -> Result<(), StorageError> {
         self.counters.deletes.fetch_add(1, Ordering::Relaxed);
         self.inner.delete(key).await
+    }
+
+    fn charges_per_request(&self) -> bool {
+        self.latency.is_remote() || self.inner.charges_per_request()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn memory() -> Storage {
+        Storage::new(objwal::storage::MemoryStorage::new())
+    }
+
+    /// The wrapper once answered the trait's default (`true`), so a bench on
+    /// a local directory ran with a remote store's budget of early seals.
+    #[test]
+    fn a_wrapped_local_store_keeps_the_local_budget() {
+        let (plain, _) = Counting::new(memory(), Latency::default());
+        assert!(!plain.charges_per_request());
+        for latency in [
+            Latency {
+                put: Duration::from_millis(30),
+                get: Duration::ZERO,
+            },
+            Latency {
+                put: Duration::ZERO,
+                get: Duration::from_millis(30),
+            },
+        ] {
+            let (slow, _) = Counting::new(memory(), latency);
+            assert!(
+                slow.charges_per_request(),
+                "{latency:?} models a remote store"
+            );
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn creates_and_reads_wait_their_latency_and_are_counted() {
+        let latency = Latency {
+            put: Duration::from_millis(30),
+            get: Duration::from_millis(7),
+        };
+        let (slow, counters) = Counting::new(memory(), latency);
+        let started = tokio::time::Instant::now();
+        slow.create("k", Bytes::from_static(b"abc")).await.unwrap();
+        assert_eq!(started.elapsed(), Duration::from_millis(30));
+        let read = tokio::time::Instant::now();
+        assert_eq!(slow.read("k", 0..3).await.unwrap(), &b"abc"[..]);
+        assert_eq!(read.elapsed(), Duration::from_millis(7));
+        let at = tokio::time::Instant::now();
+        slow.list("").await.unwrap();
+        slow.delete("k").await.unwrap();
+        assert_eq!(
+            at.elapsed(),
+            Duration::ZERO,
+            "lists and deletes are not delayed"
+        );
+        let counts = counters.snapshot();
+        assert_eq!((counts.creates, counts.reads, counts.requests), (1, 1, 4));
     }
 }

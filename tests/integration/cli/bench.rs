@@ -100,3 +100,70 @@ fn bench_shows_no_ratios_on_memory_and_never_creates_the_store_root() {
     assert!(stderr(&o).contains("no such directory"), "{}", stderr(&o));
     assert!(!missing.exists(), "the bench created the store root");
 }
+
+/// The budget of early seals in effect is printed: a local directory's
+/// (unlimited; the bench's own wrapper once hid it behind a remote store's
+/// budget), a remote one's when `--put-latency`/`--get-latency` model a
+/// remote store, and `--early-seals` overrides either. The baseline then
+/// includes the delays and the probe.
+#[test]
+fn bench_prints_the_early_seal_budget_it_runs_with() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = url(dir.path());
+    let common = [
+        "bench",
+        "--store",
+        &store,
+        "--seconds",
+        "0.3",
+        "--rounds",
+        "1",
+    ];
+    let o = objwal(&common);
+    assert_exit(&o, 0);
+    let out = stdout(&o);
+    assert!(out.contains("early seals: unlimited (auto"), "{out}");
+    assert!(!out.contains("latency:"), "{out}");
+
+    let mut slow = common.to_vec();
+    slow.extend([
+        "--put-latency",
+        "2ms",
+        "--get-latency",
+        "3ms",
+        "--flush-interval",
+        "50ms",
+    ]);
+    let o = objwal(&slow);
+    assert_exit(&o, 0);
+    let out = stdout(&o);
+    assert!(
+        out.contains("latency: 2ms per create, 3ms per read"),
+        "{out}"
+    );
+    assert!(out.contains("early seals: 20.0 per second (auto"), "{out}");
+    let probe = baseline_probe_ms(&out);
+    assert!(
+        probe >= 3.0,
+        "a probe waits its read latency: {probe} ms\n{out}"
+    );
+    let (_, base, _) = table_row(&out, "p50 / create+probe");
+    assert!(base.parse::<f64>().unwrap() >= 5.0, "{out}");
+
+    slow.extend(["--early-seals", "off"]);
+    let o = objwal(&slow);
+    assert_exit(&o, 0);
+    assert!(stdout(&o).contains("early seals: off"), "{}", stdout(&o));
+    let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
+    assert!(left.is_empty(), "the bench left {left:?}");
+}
+
+/// The p50 of the `baseline probe:` line, in ms.
+fn baseline_probe_ms(out: &str) -> f64 {
+    let line = out
+        .lines()
+        .find(|l| l.starts_with("baseline probe:"))
+        .unwrap_or_else(|| panic!("no probe line in:\n{out}"));
+    let after = line.split_once(" p50 ").unwrap().1;
+    after.split_whitespace().next().unwrap().parse().unwrap()
+}

@@ -1,0 +1,182 @@
+//! objwal's side: one `Wal` on the local directory backend (`file://`, the
+//! embedded default: temporary file, fsync, link, directory fsync), one
+//! task per writer appending its rows to its own region, and the floor: the
+//! same backend's serial creates of objects of the size objwal made.
+//!
+//! The store is wrapped to record the size of every object created (to
+//! report objects per second and to size the floor); the wrapper forwards
+//! `charges_per_request`, so the store gets the local directory's budget of
+//! early seals, as it would unwrapped.
+
+use std::ops::Range;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use objwal::storage::FileStorage;
+use objwal::{AckMode, Config, Created, ObjectMeta, ObjectStorage, Storage, StorageError, Wal};
+
+use crate::stats::{percentile_ms, Run};
+use crate::{rows_of, Workload};
+
+/// Records the size of every object created through it.
+#[derive(Debug, Clone)]
+struct Sizes {
+    inner: Storage,
+    sizes: Arc<Mutex<Vec<u64>>>,
+}
+
+#[async_trait::async_trait]
+impl ObjectStorage for Sizes {
+    async fn create(&self, key: &str, data: Bytes) -> Result<Created, StorageError> {
+        if key.ends_with(".wal") {
+            if let Ok(mut sizes) = self.sizes.lock() {
+                sizes.push(data.len() as u64);
+            }
+        }
+        self.inner.create(key, data).await
+    }
+
+    async fn read(&self, key: &str, range: Range<u64>) -> Result<Bytes, StorageError> {
+        self.inner.read(key, range).await
+    }
+
+    async fn list(&self, prefix: &str) -> Result<Vec<ObjectMeta>, StorageError> {
+        self.inner.list(prefix).await
+    }
+
+    async fn delete(&self, key: &str) -> Result<(), StorageError> {
+        self.inner.delete(key).await
+    }
+
+    fn charges_per_request(&self) -> bool {
+        self.inner.charges_per_request()
+    }
+}
+
+/// Runs the workload against objwal in `dir` (created; removed after).
+pub async fn run(
+    workload: &Workload,
+    config: &Config,
+    dir: &Path,
+    seconds: f64,
+    seed: u64,
+) -> Result<Run, String> {
+    let file = FileStorage::open(dir).map_err(|e| format!("objwal store: {e}"))?;
+    let sizes = Arc::new(Mutex::new(Vec::new()));
+    let storage = Storage::new(Sizes {
+        inner: Storage::new(file),
+        sizes: sizes.clone(),
+    });
+    let mut config = config.clone();
+    if workload.enqueued {
+        config.ack_mode = AckMode::Enqueued;
+    }
+    let wal = Wal::open(storage, "sidebyside", config)
+        .await
+        .map_err(|e| format!("objwal open: {e}"))?;
+    let opened_objects = sizes.lock().map_or(0, |s| s.len());
+    let started = Instant::now();
+    let deadline = started + Duration::from_secs_f64(seconds);
+    let mut tasks = tokio::task::JoinSet::new();
+    for w in 0..workload.writers {
+        let region = u64::from(w) + 1;
+        let rows: Vec<(u64, Bytes)> = rows_of(workload, seed ^ region)
+            .into_iter()
+            .map(|r| (region, Bytes::from(r)))
+            .collect();
+        tasks.spawn(writer(wal.clone(), rows, deadline, workload.enqueued));
+    }
+    let mut rows = 0u64;
+    let mut latencies = Vec::new();
+    let mut failure = None;
+    while let Some(done) = tasks.join_next().await {
+        match done {
+            Ok(Ok((n, l))) => {
+                rows += n;
+                latencies.extend(l);
+            }
+            Ok(Err(e)) => failure = failure.or(Some(format!("objwal append: {e}"))),
+            Err(e) => failure = failure.or(Some(format!("objwal writer: {e}"))),
+        }
+    }
+    let elapsed = started.elapsed();
+    let stopped = wal.stop().await;
+    let _ = std::fs::remove_dir_all(dir);
+    if let Some(f) = failure {
+        return Err(f);
+    }
+    stopped.map_err(|e| format!("objwal stop: {e}"))?;
+    let mut run = Run::new(rows, elapsed, latencies);
+    let mut made: Vec<u64> = sizes
+        .lock()
+        .map(|s| {
+            s.get(opened_objects..)
+                .map(<[u64]>::to_vec)
+                .unwrap_or_default()
+        })
+        .unwrap_or_default();
+    made.sort_unstable();
+    run.objects_per_s = Some(made.len() as f64 / elapsed.as_secs_f64().max(1e-9));
+    run.object_bytes = made.get(made.len() / 2).copied();
+    Ok(run)
+}
+
+/// One writer: appends its rows until the deadline; in enqueued mode it
+/// then waits until its last row is durable. Its rows and latencies.
+async fn writer(
+    wal: Wal,
+    rows: Vec<(u64, Bytes)>,
+    deadline: Instant,
+    enqueued: bool,
+) -> Result<(u64, Vec<Duration>), objwal::Error> {
+    let mut latencies = Vec::new();
+    let mut appended = 0u64;
+    let mut last = None;
+    while Instant::now() < deadline {
+        let sent = Instant::now();
+        let ids = wal.append(rows.clone()).await?;
+        latencies.push(sent.elapsed());
+        appended += rows.len() as u64;
+        last = ids.last().copied();
+    }
+    if let (true, Some(id), Some((region, _))) = (enqueued, last, rows.first()) {
+        wal.wait_durable(*region, id).await?;
+    }
+    Ok((appended, latencies))
+}
+
+/// The floor: serial creates of `bytes`-byte objects on the same backend in
+/// `dir` for about a second (at least 5, at most 1000), each deleted after
+/// it is timed. Its p50 in milliseconds.
+pub async fn floor(dir: &Path, bytes: u64, seconds: f64, seed: u64) -> Result<f64, String> {
+    let storage = FileStorage::open(dir).map_err(|e| format!("floor store: {e}"))?;
+    let workload = Workload {
+        name: "floor",
+        writers: 1,
+        rows: 1,
+        bytes: usize::try_from(bytes).unwrap_or(1).max(8),
+        enqueued: false,
+    };
+    let data = Bytes::from(rows_of(&workload, seed).concat());
+    let budget = Duration::from_secs_f64(seconds.min(1.0));
+    let started = Instant::now();
+    let mut latencies = Vec::new();
+    while latencies.len() < 5 || (started.elapsed() < budget && latencies.len() < 1000) {
+        let key = format!("floor/{:08}.wal", latencies.len());
+        let sent = Instant::now();
+        storage
+            .create(&key, data.clone())
+            .await
+            .map_err(|e| format!("floor create: {e}"))?;
+        latencies.push(sent.elapsed());
+        storage
+            .delete(&key)
+            .await
+            .map_err(|e| format!("floor delete: {e}"))?;
+    }
+    let _ = std::fs::remove_dir_all(dir);
+    latencies.sort_unstable();
+    Ok(percentile_ms(&latencies, 0.5))
+}
