@@ -5,6 +5,8 @@
 #[cfg(feature = "cli")]
 mod cli;
 mod common;
+#[cfg(feature = "cli")]
+mod crash_gate;
 mod embedding;
 mod engine_scenario;
 mod fencing;
@@ -12,6 +14,7 @@ mod format_fixtures;
 mod format_robustness;
 mod format_roundtrip;
 mod hostile_input;
+mod model;
 mod quarantine;
 mod storage_conformance;
 mod storage_crash;

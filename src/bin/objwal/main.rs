@@ -28,6 +28,7 @@ macro_rules! out {
 mod bench;
 mod bench_report;
 mod counting;
+mod crash_gate;
 mod demo;
 mod demo_check;
 mod demo_child;
@@ -71,6 +72,8 @@ enum Command {
     Bench(bench::BenchArgs),
     /// Moves damaged objects aside under <prefix>/quarantine/ (with --yes).
     Repair(repair::RepairArgs),
+    /// Kills a workload again and again on one prefix; checks every reopen.
+    CrashGate(crash_gate::CrashGateArgs),
 }
 
 /// Why a command did not succeed, and so which exit code it gets.
@@ -146,6 +149,7 @@ fn main() -> ExitCode {
             Command::Dump(args) => dump::run(&prefix, args).await,
             Command::Bench(args) => bench::run(&prefix, args).await,
             Command::Repair(args) => repair::run(&prefix, args).await,
+            Command::CrashGate(args) => crash_gate::run(&prefix, cli.verbose, args).await,
         }
     });
     // Background tasks (a stopped store's deletes, a killed child's reaper)
