@@ -1,0 +1,1 @@
+//! Minimal cases the model test found, kept as regression tests.
