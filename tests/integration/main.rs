@@ -16,6 +16,8 @@ mod format_roundtrip;
 mod hostile_input;
 mod model;
 mod quarantine;
+#[cfg(feature = "cli")]
+mod soak;
 mod storage_conformance;
 mod storage_crash;
 mod wal_basic;

@@ -103,9 +103,13 @@ pub async fn run(prefix: &str, verbose: u8, args: CrashGateArgs) -> CliResult {
         serde_json::Value::from(args.flush_interval.clone()),
     )]);
     store::config(flush)?;
-    let (url, scratch) = place(args.store.as_deref())?;
+    let (url, scratch) = place(
+        args.store.as_deref(),
+        "crash-gate",
+        "the gate's lives are other processes, so it needs a store that outlives them",
+    )?;
     let storage = store::open(&url, false)?;
-    refuse_used_prefix(&storage, prefix).await?;
+    refuse_used_prefix(&storage, prefix, "crash-gate").await?;
     let seed = args.seed.unwrap_or_else(clock_seed);
     out!(
         "objwal crash-gate: {} cycles, {} acks, {} regions, {} writers, lives up to {} s, flush interval {}, seed {seed}",
@@ -160,12 +164,19 @@ fn life_args(args: &CrashGateArgs, store: String, life: u32, seed: u64) -> LifeA
     }
 }
 
-/// The store URL, and the scratch directory to remove after a success.
-fn place(store_url: Option<&str>) -> Result<(String, Option<std::path::PathBuf>), CliError> {
+/// The store URL of `command` (`crash-gate`, `soak`), and the scratch
+/// directory to remove after a success: a fresh one under the temp
+/// directory unless `store_url` names a store. `memory://` is refused,
+/// `why_not_memory` says why.
+pub(crate) fn place(
+    store_url: Option<&str>,
+    command: &str,
+    why_not_memory: &str,
+) -> Result<(String, Option<std::path::PathBuf>), CliError> {
     if let Some(url) = store_url {
         if url.starts_with("memory:") {
             return Err(CliError::Usage(format!(
-                "storage URL {url:?}: the gate's lives are other processes, so it needs a store that outlives them (file://, s3://)"
+                "storage URL {url:?}: {why_not_memory} (file://, s3://)"
             )));
         }
         return Ok((url.to_owned(), None));
@@ -173,8 +184,7 @@ fn place(store_url: Option<&str>) -> Result<(String, Option<std::path::PathBuf>)
     let stamp = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_millis());
-    let dir =
-        std::env::temp_dir().join(format!("objwal-crash-gate-{}-{stamp}", std::process::id()));
+    let dir = std::env::temp_dir().join(format!("objwal-{command}-{}-{stamp}", std::process::id()));
     std::fs::create_dir_all(&dir)
         .map_err(|e| CliError::Failed(format!("cannot create {}: {e}", dir.display())))?;
     let url = ::url::Url::from_directory_path(&dir)
@@ -182,20 +192,25 @@ fn place(store_url: Option<&str>) -> Result<(String, Option<std::path::PathBuf>)
     Ok((url.as_str().trim_end_matches('/').to_owned(), Some(dir)))
 }
 
-/// The gate writes, obsoletes and releases: it refuses a prefix in use.
-async fn refuse_used_prefix(storage: &Storage, prefix: &str) -> CliResult {
+/// `command` writes, obsoletes and releases: it refuses a prefix in use.
+pub(crate) async fn refuse_used_prefix(
+    storage: &Storage,
+    prefix: &str,
+    command: &str,
+) -> CliResult {
     let listed = storage.list(&format!("{prefix}/")).await?;
     match listed.first() {
         None => Ok(()),
         Some(first) => Err(CliError::Usage(format!(
-            "crash-gate: prefix {prefix:?} is not empty ({} keys, e.g. {}); the gate needs a prefix of its own",
+            "{command}: prefix {prefix:?} is not empty ({} keys, e.g. {}); it needs a prefix of its own",
             listed.len(),
             first.key
         ))),
     }
 }
 
-fn clock_seed() -> u64 {
+/// A seed from the clock and the pid, for runs given none.
+pub(crate) fn clock_seed() -> u64 {
     let nanos = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos() as u64);

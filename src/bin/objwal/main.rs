@@ -38,6 +38,8 @@ mod inspect;
 mod metrics_http;
 mod payload;
 mod repair;
+#[cfg(feature = "testing")]
+mod soak;
 mod store;
 mod verify;
 
@@ -74,6 +76,9 @@ enum Command {
     Repair(repair::RepairArgs),
     /// Kills a workload again and again on one prefix; checks every reopen.
     CrashGate(crash_gate::CrashGateArgs),
+    /// Mixed load with injected faults; checks memory, fds and tasks (feature "testing").
+    #[cfg(feature = "testing")]
+    Soak(soak::SoakArgs),
 }
 
 /// Why a command did not succeed, and so which exit code it gets.
@@ -150,6 +155,8 @@ fn main() -> ExitCode {
             Command::Bench(args) => bench::run(&prefix, args).await,
             Command::Repair(args) => repair::run(&prefix, args).await,
             Command::CrashGate(args) => crash_gate::run(&prefix, cli.verbose, args).await,
+            #[cfg(feature = "testing")]
+            Command::Soak(args) => soak::run(&prefix, args).await,
         }
     });
     // Background tasks (a stopped store's deletes, a killed child's reaper)
