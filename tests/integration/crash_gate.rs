@@ -104,15 +104,13 @@ fn crash_gate_on_a_directory_in_enqueued_mode() {
     passes(&file_store(&dir), "enqueued", REGIONS, &[]);
 }
 
-fn s3_store(name: &str) -> String {
-    let endpoint = crate::common::s3_endpoint();
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_nanos();
+/// A store URL on the S3 test server, under a root no other run uses.
+pub fn s3_store(name: &str) -> String {
     format!(
-        "s3://{}/crash-gate/{name}-{nanos}?endpoint={endpoint}&region=us-east-1",
-        crate::common::S3_BUCKET
+        "s3://{}/{}?endpoint={}&region=us-east-1",
+        crate::common::S3_BUCKET,
+        crate::storage_conformance::unique_root(name),
+        crate::common::s3_endpoint()
     )
 }
 

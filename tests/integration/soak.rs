@@ -50,14 +50,6 @@ fn soak_on_a_directory_for_a_minute() {
 
 #[test]
 fn soak_on_s3_for_a_minute() {
-    let endpoint = crate::common::s3_endpoint();
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_nanos();
-    let store = format!(
-        "s3://{}/soak/{nanos}?endpoint={endpoint}&region=us-east-1",
-        crate::common::S3_BUCKET
-    );
+    let store = crate::crash_gate::s3_store("soak");
     soak(&store, &crate::common::s3_credentials());
 }

@@ -136,15 +136,14 @@ pub struct LifeArgs {
     pub life_seconds: f64,
 }
 
-/// The fact log on standard output.
-#[derive(Clone)]
-struct Log(Arc<Mutex<std::io::Stdout>>);
+/// The fact log on standard output (whose lock keeps lines whole).
+#[derive(Clone, Copy)]
+struct Log;
 
 impl Log {
     fn line(&self, line: std::fmt::Arguments<'_>) -> CliResult {
         let text = format!("{line}\n");
-        let out = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        let mut out = out.lock();
+        let mut out = std::io::stdout().lock();
         out.write_all(text.as_bytes())
             .and_then(|()| out.flush())
             .map_err(|e| CliError::Failed(format!("crash-gate child: cannot write its log: {e}")))
@@ -241,7 +240,7 @@ pub async fn run(prefix: &str, args: LifeArgs) -> CliResult {
     overrides.insert("max_batch_bytes".into(), MAX_BATCH_BYTES.into());
     overrides.insert("max_unpersisted_bytes".into(), MAX_UNPERSISTED_BYTES.into());
     let config = store::config(overrides)?;
-    let log = Log(Arc::new(Mutex::new(std::io::stdout())));
+    let log = Log;
     let wal = Wal::open(storage, prefix, config).await?;
     log.line(format_args!("O"))?;
     let mut avoid = inherited.released.clone();

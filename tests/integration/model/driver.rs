@@ -299,16 +299,11 @@ impl Driver {
                 let Some(id) = self.model.pick(*region, *pick) else {
                     return Ok(());
                 };
-                match within("obsolete", self.wal(0).obsolete(*region, id)).await? {
-                    Ok(()) if self.stopped.is_some() => {
-                        Err("obsolete on a stopped store answered Ok".into())
-                    }
-                    Ok(()) => {
-                        self.model.obsoleted(*region, id);
-                        Ok(())
-                    }
-                    Err(e) => self.expect_error(Call::Obsolete, &e, faulty, &[]),
+                let result = within("obsolete", self.wal(0).obsolete(*region, id)).await?;
+                if self.answered(Call::Obsolete, &result, faulty)? {
+                    self.model.obsoleted(*region, id);
                 }
+                Ok(())
             }
             Op::WaitDurable { region, pick } => {
                 let Some(id) = self.model.pick(*region, *pick) else {
@@ -410,27 +405,38 @@ impl Driver {
         }
     }
 
+    /// Whether a call answering `()` succeeded (`Ok(true)`: the model
+    /// learns it) or failed as documented (`Ok(false)`).
+    fn answered(
+        &mut self,
+        call: Call,
+        result: &Result<(), Error>,
+        faulty: bool,
+    ) -> Result<bool, String> {
+        match result {
+            Ok(()) if self.stopped.is_some() => {
+                Err(format!("{call:?} on a stopped store answered Ok"))
+            }
+            Ok(()) => Ok(true),
+            Err(e) => self.expect_error(call, e, faulty, &[]).map(|()| false),
+        }
+    }
+
     pub(super) fn release_answered(
         &mut self,
         region: RegionId,
         result: Result<(), Error>,
         faulty: bool,
     ) -> Result<(), String> {
-        match result {
-            Ok(()) if self.stopped.is_some() => {
-                Err("release on a stopped store answered Ok".into())
-            }
-            Ok(()) => {
-                self.model.release_answered(region, true, true);
-                Ok(())
-            }
-            Err(e) => {
-                self.expect_error(Call::Release, &e, faulty, &[])?;
-                let kept = !e.is_stopped() && !e.is_poisoned();
-                self.model.release_answered(region, false, kept);
-                Ok(())
-            }
-        }
+        let ok = self.answered(Call::Release, &result, faulty)?;
+        // A refused release is kept (in force in memory), unless the store
+        // is stopped or poisoned.
+        let kept = result
+            .as_ref()
+            .err()
+            .is_none_or(|e| !e.is_stopped() && !e.is_poisoned());
+        self.model.release_answered(region, ok, kept);
+        Ok(())
     }
 
     pub(super) fn wait_answered(
@@ -439,16 +445,10 @@ impl Driver {
         result: Result<(), Error>,
         faulty: bool,
     ) -> Result<(), String> {
-        match result {
-            Ok(()) if self.stopped.is_some() => {
-                Err("wait_durable on a stopped store answered Ok".into())
-            }
-            Ok(()) => {
-                self.model.durable(id);
-                Ok(())
-            }
-            Err(e) => self.expect_error(Call::WaitDurable, &e, faulty, &[]),
+        if self.answered(Call::WaitDurable, &result, faulty)? {
+            self.model.durable(id);
         }
+        Ok(())
     }
 
     pub(super) fn flush_answered(
@@ -457,14 +457,10 @@ impl Driver {
         faulty: bool,
         admitted: &BTreeSet<Key>,
     ) -> Result<(), String> {
-        match result {
-            Ok(()) if self.stopped.is_some() => Err("flush on a stopped store answered Ok".into()),
-            Ok(()) => {
-                self.model.flushed(admitted);
-                Ok(())
-            }
-            Err(e) => self.expect_error(Call::Flush, &e, faulty, &[]),
+        if self.answered(Call::Flush, &result, faulty)? {
+            self.model.flushed(admitted);
         }
+        Ok(())
     }
 
     pub(super) async fn stop(&mut self, faulty: bool) -> Result<(), String> {
