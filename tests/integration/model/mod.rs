@@ -48,9 +48,6 @@ mod reference;
 mod steps;
 mod together;
 
-#[cfg(test)]
-mod regressions;
-
 use driver::{Driver, Stats};
 use steps::{Op, Step};
 

@@ -1,1 +1,0 @@
-//! Minimal cases the model test found, kept as regression tests.
