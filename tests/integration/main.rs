@@ -5,6 +5,8 @@
 #[cfg(feature = "cli")]
 mod cli;
 mod common;
+#[cfg(feature = "cli")]
+mod crash_gate;
 mod embedding;
 mod engine_scenario;
 mod fencing;
@@ -13,11 +15,14 @@ mod format_robustness;
 mod format_roundtrip;
 mod handoff;
 mod hostile_input;
+mod model;
 mod open_reads;
 mod pinning;
 mod prefetch;
 mod quarantine;
 mod replay;
+#[cfg(feature = "cli")]
+mod soak;
 mod storage_conformance;
 mod storage_crash;
 mod wal_basic;

@@ -29,6 +29,7 @@ mod bench;
 mod bench_replay;
 mod bench_report;
 mod counting;
+mod crash_gate;
 mod demo;
 mod demo_check;
 mod demo_child;
@@ -39,6 +40,8 @@ mod inspect;
 mod metrics_http;
 mod payload;
 mod repair;
+#[cfg(feature = "testing")]
+mod soak;
 mod store;
 mod verify;
 
@@ -75,6 +78,11 @@ enum Command {
     Repair(repair::RepairArgs),
     /// Restart at scale: bulk replay vs per-region reads, open, pinning.
     BenchReplay(bench_replay::BenchReplayArgs),
+    /// Kills a workload again and again on one prefix; checks every reopen.
+    CrashGate(crash_gate::CrashGateArgs),
+    /// Mixed load with injected faults; checks memory, fds and tasks (feature "testing").
+    #[cfg(feature = "testing")]
+    Soak(soak::SoakArgs),
 }
 
 /// Why a command did not succeed, and so which exit code it gets.
@@ -151,6 +159,9 @@ fn main() -> ExitCode {
             Command::Bench(args) => bench::run(&prefix, args).await,
             Command::Repair(args) => repair::run(&prefix, args).await,
             Command::BenchReplay(args) => bench_replay::run(&prefix, args).await,
+            Command::CrashGate(args) => crash_gate::run(&prefix, cli.verbose, args).await,
+            #[cfg(feature = "testing")]
+            Command::Soak(args) => soak::run(&prefix, args).await,
         }
     });
     // Background tasks (a stopped store's deletes, a killed child's reaper)

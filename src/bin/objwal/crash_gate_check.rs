@@ -1,0 +1,401 @@
+//! The crash gate's verdict: every life's acknowledgement log against what
+//! each reopen replays, over the whole history of one prefix. Pure: log
+//! lines and replayed entries in, reports out (no I/O, no clock).
+//!
+//! A child life writes one line per fact ([`crate::crash_gate_child`]
+//! writes them), in this order in its log: an intent *before* the call that
+//! may make it true, an outcome *after* the library answered.
+//!
+//! | line | meaning |
+//! |---|---|
+//! | `O` | the child's `Wal::open` returned |
+//! | `P w c r` | writer `w` is about to append its entry `c` to region `r` |
+//! | `A w c id` | durable mode: that entry is acknowledged with `id` |
+//! | `E w c id` | enqueued mode: that entry is admitted with `id` |
+//! | `N w c` | its append failed with a retryable error (it may still land) |
+//! | `Q w c` | its append was refused: the region is released |
+//! | `D r id` | `wait_durable(r, id)` returned `Ok` |
+//! | `W r id` | `obsolete(r, id)` returned `Ok` |
+//! | `S r` / `R r` | `release_region(r)` is called / returned `Ok` |
+//! | `B k` / `C k` | `flush()` number `k` is called / returned `Ok` |
+//!
+//! Every entry is named across the history by its [`Key`] (life, writer,
+//! counter), and its bytes derive from the key and its region
+//! ([`payload_of`]), so the parent checks a replayed entry byte for byte
+//! without the child logging its bytes.
+//!
+//! Rules, each a counted violation (the gate fails on any):
+//! - **lost**: an entry acknowledged durable (`A`; `E` whose object is at
+//!   or below a sequence a `D` or `C` confirmed; any entry a reopen already
+//!   replayed) that does not replay, unless it is at or below its region's
+//!   watermark (obsolete: collection may have deleted it) or its region was
+//!   released. In enqueued mode an admitted entry beyond every barrier may
+//!   be missing, but only as whole objects (no sequence both lost and
+//!   replayed) and only as a suffix (no lost sequence below a replayed one).
+//!   A confirmed release that a reopen reports as not released is lost too.
+//! - **duplicated**: an id, or an entry's payload, replayed twice.
+//! - **resurrected**: an entry that was never appended (no `P` line), that
+//!   was refused, that an earlier reopen found missing (allowed then: it
+//!   must stay gone), or of a released region.
+//! - **misordered**: ids of a region not strictly increasing in a replay;
+//!   one writer's entries of a region not in its append order; an id handed
+//!   out at or below an id an earlier life had for the region (L2).
+//! - **corrupt**: bytes that differ from the appended ones, an entry in
+//!   another region or under another id than it was acknowledged with, and
+//!   a log line the child cannot have written.
+//!
+//! Entries an earlier reopen found missing are forgotten (an entry the
+//! history no longer knows that replays counts as resurrected), so memory
+//! follows the entries that still replay, not the length of the history.
+
+use std::collections::{BTreeSet, HashMap};
+
+use bytes::Bytes;
+use objwal::format::sequence_of;
+use rand::rngs::SmallRng;
+use rand::SeedableRng;
+
+use crate::payload::{self, Identity};
+
+/// Names an appended entry across the history: (life, writer, counter).
+pub type Key = (u32, u16, u32);
+
+/// The bytes of entry `key` of `region`: a payload ([`crate::payload`])
+/// whose length and filler come from a generator seeded by both, so
+/// parent and child compute the same bytes.
+pub fn payload_of(key: Key, region: u64) -> Bytes {
+    let (life, writer, counter) = key;
+    let seed = (u64::from(life) << 32 | u64::from(counter)).wrapping_mul(0x9e37_79b9_7f4a_7c15)
+        ^ (u64::from(writer) << 48 | region).wrapping_mul(0xc2b2_ae3d_27d4_eb4f);
+    let mut rng = SmallRng::seed_from_u64(seed);
+    let len = payload::random_len(&mut rng);
+    let identity = Identity {
+        region: region as u32,
+        writer,
+        counter,
+        run: life,
+    };
+    payload::make(identity, len, &mut rng)
+}
+
+/// What the history knows about an entry that may still replay.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Fate {
+    /// Its append was called (or failed retryably): it may replay or not.
+    Attempted,
+    /// Refused: it must never replay.
+    Refused,
+    /// Acknowledged durable: it must replay.
+    Durable,
+    /// Admitted (enqueued mode): it must replay once a barrier covers it.
+    Admitted,
+    /// Replayed by a reopen: it must replay at every later reopen.
+    Settled,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Known {
+    region: u64,
+    id: Option<u64>,
+    fate: Fate,
+}
+
+/// Violations of one kind: how many, and the first few described.
+#[derive(Debug, Default, Clone)]
+pub struct Violations {
+    /// How many.
+    pub count: u64,
+    /// The first [`KEPT`] of them, one line each.
+    pub first: Vec<String>,
+}
+
+/// Violation descriptions kept per kind.
+const KEPT: usize = 10;
+
+impl Violations {
+    fn add(&mut self, what: String) {
+        self.count += 1;
+        if self.first.len() < KEPT {
+            self.first.push(what);
+        }
+    }
+}
+
+/// What one cycle (a life's log and the reopen after it) found.
+#[derive(Debug, Default, Clone)]
+pub struct CycleReport {
+    /// Entries the life logged as acknowledged (`A` or `E`).
+    pub acknowledged: u64,
+    /// Of those, entries promised durable by the end of the life.
+    pub promised: u64,
+    /// Watermarks, releases and flushes that returned in the life.
+    pub watermarks: u64,
+    /// Releases that returned.
+    pub releases: u64,
+    /// Flushes that returned.
+    pub flushes: u64,
+    /// Whether the child's open returned before the kill.
+    pub opened: bool,
+    /// Entries the reopen replayed.
+    pub replayed: u64,
+    /// Replayed entries whose acknowledgement the kill cut from the log.
+    pub unlogged: u64,
+    /// Enqueued mode: admitted entries beyond every barrier that did not
+    /// replay (allowed), and the objects they were in.
+    pub allowed_loss: u64,
+    /// The objects those were in.
+    pub allowed_loss_objects: u64,
+    /// Obsolete or released entries that did not replay (allowed).
+    pub collected: u64,
+    /// Broken rules, by kind.
+    pub lost: Violations,
+    /// Ids or payloads replayed twice.
+    pub duplicated: Violations,
+    /// Entries that replayed but must not.
+    pub resurrected: Violations,
+    /// Order broken.
+    pub misordered: Violations,
+    /// Bytes, regions or ids that differ; impossible log lines.
+    pub corrupt: Violations,
+}
+
+impl CycleReport {
+    /// Violations of every kind.
+    pub fn violations(&self) -> u64 {
+        self.lost.count
+            + self.duplicated.count
+            + self.resurrected.count
+            + self.misordered.count
+            + self.corrupt.count
+    }
+
+    /// Every kept violation line, kind first.
+    pub fn describe(&self) -> Vec<String> {
+        let kinds = [
+            ("lost", &self.lost),
+            ("duplicated", &self.duplicated),
+            ("resurrected", &self.resurrected),
+            ("misordered", &self.misordered),
+            ("corrupt", &self.corrupt),
+        ];
+        kinds
+            .iter()
+            .flat_map(|(kind, v)| v.first.iter().map(move |m| format!("{kind}: {m}")))
+            .collect()
+    }
+}
+
+/// What one life's log promised, beyond its entries.
+#[derive(Debug, Default)]
+struct LifeLog {
+    /// Every object at or below this sequence is durable (`A`, `D`, `C`).
+    durable_sequence: u64,
+    /// Releases called but not confirmed in this life.
+    releasing: BTreeSet<u64>,
+}
+
+/// The history of one prefix across lives: what must, may and must not
+/// replay at the next reopen.
+#[derive(Debug, Default)]
+pub struct History {
+    known: HashMap<Key, Known>,
+    /// Per region, the largest watermark that returned.
+    watermarks: HashMap<u64, u64>,
+    /// Per region, the largest id known durable (for the `W` rule).
+    durable_ids: HashMap<u64, u64>,
+    /// Per region, the largest id known before the current life.
+    earlier_ids: HashMap<u64, u64>,
+    /// Regions whose release is confirmed.
+    released: BTreeSet<u64>,
+    /// Regions whose release was called but is not confirmed yet.
+    releasing: BTreeSet<u64>,
+    /// The largest region any line named.
+    max_region: Option<u64>,
+}
+
+impl History {
+    /// The watermarks to hand to the next life.
+    pub fn watermarks(&self) -> Vec<(u64, u64)> {
+        let mut w: Vec<_> = self.watermarks.iter().map(|(r, id)| (*r, *id)).collect();
+        w.sort_unstable();
+        w
+    }
+
+    /// Per region, the largest id known durable: what the next life may
+    /// mark obsolete before it appends anything.
+    pub fn durable(&self) -> Vec<(u64, u64)> {
+        let mut d: Vec<_> = self.durable_ids.iter().map(|(r, id)| (*r, *id)).collect();
+        d.sort_unstable();
+        d
+    }
+
+    /// Regions released for good: the next life must not append to them.
+    pub fn released(&self) -> &BTreeSet<u64> {
+        &self.released
+    }
+
+    /// Regions whose release is not confirmed: the next life releases them
+    /// again (as an engine retries a drop its manifest records).
+    pub fn releasing(&self) -> &BTreeSet<u64> {
+        &self.releasing
+    }
+
+    /// The regions a replay must read: every region any life named.
+    pub fn regions(&self) -> std::ops::RangeInclusive<u64> {
+        0..=self.max_region.unwrap_or(0)
+    }
+
+    fn region_seen(&mut self, region: u64) {
+        self.max_region = Some(self.max_region.map_or(region, |m| m.max(region)));
+    }
+
+    /// Takes in the log of `life` (the text of its lines; a last line cut
+    /// by the kill is ignored) and returns the checker of the reopen.
+    pub fn absorb(&mut self, life: u32, text: &str) -> Cycle<'_> {
+        let complete = text.rfind('\n').map_or("", |end| &text[..end]);
+        let mut report = CycleReport::default();
+        let mut log = LifeLog::default();
+        let mut barriers: HashMap<u64, u64> = HashMap::new();
+        let mut admitted_sequence = 0;
+        for (n, line) in complete.lines().enumerate() {
+            let done = self.line(
+                life,
+                line,
+                &mut log,
+                &mut report,
+                &mut barriers,
+                &mut admitted_sequence,
+            );
+            if let Err(why) = done {
+                report
+                    .corrupt
+                    .add(format!("life {life} log line {}: {line:?}: {why}", n + 1));
+            }
+        }
+        Cycle::new(self, log, report)
+    }
+
+    fn line(
+        &mut self,
+        life: u32,
+        line: &str,
+        log: &mut LifeLog,
+        report: &mut CycleReport,
+        barriers: &mut HashMap<u64, u64>,
+        admitted_sequence: &mut u64,
+    ) -> Result<(), String> {
+        let mut fields = line.split(' ');
+        let kind = fields.next().unwrap_or_default();
+        let mut number = || -> Result<u64, String> {
+            let field = fields.next().ok_or("a field is missing")?;
+            field
+                .parse()
+                .map_err(|_| format!("{field:?} is not a number"))
+        };
+        let key = |number: &mut dyn FnMut() -> Result<u64, String>| -> Result<Key, String> {
+            let writer = u16::try_from(number()?).map_err(|_| "writer out of range")?;
+            let counter = u32::try_from(number()?).map_err(|_| "counter out of range")?;
+            Ok((life, writer, counter))
+        };
+        match kind {
+            "O" => report.opened = true,
+            "P" => {
+                let key = key(&mut number)?;
+                let region = number()?;
+                self.region_seen(region);
+                let known = Known {
+                    region,
+                    id: None,
+                    fate: Fate::Attempted,
+                };
+                if self.known.insert(key, known).is_some() {
+                    return Err("the same entry was appended twice".into());
+                }
+            }
+            "A" | "E" => {
+                let key = key(&mut number)?;
+                let id = number()?;
+                let known = self.known.get_mut(&key).ok_or("no intent logged before")?;
+                if known.fate != Fate::Attempted || known.id.is_some() {
+                    return Err("an outcome logged twice".into());
+                }
+                known.id = Some(id);
+                let region = known.region;
+                report.acknowledged += 1;
+                *admitted_sequence = (*admitted_sequence).max(sequence_of(id));
+                if kind == "A" {
+                    known.fate = Fate::Durable;
+                    log.durable_sequence = log.durable_sequence.max(sequence_of(id));
+                    raise(&mut self.durable_ids, region, id);
+                } else {
+                    known.fate = Fate::Admitted;
+                }
+                let earlier = self.earlier_ids.get(&region).copied().unwrap_or(0);
+                if id <= earlier {
+                    report.misordered.add(format!(
+                        "life {life}: region {region} was handed id {id}, not above id {earlier} of an earlier life"
+                    ));
+                }
+            }
+            "N" | "Q" => {
+                let key = key(&mut number)?;
+                let known = self.known.get_mut(&key).ok_or("no intent logged before")?;
+                if kind == "Q" {
+                    known.fate = Fate::Refused;
+                }
+            }
+            "D" => {
+                let (region, id) = (number()?, number()?);
+                log.durable_sequence = log.durable_sequence.max(sequence_of(id));
+                raise(&mut self.durable_ids, region, id);
+            }
+            "W" => {
+                let (region, id) = (number()?, number()?);
+                let durable = self.durable_ids.get(&region).copied().unwrap_or(0);
+                if id > durable {
+                    return Err(format!("obsolete above the durable id {durable}"));
+                }
+                raise(&mut self.watermarks, region, id);
+                report.watermarks += 1;
+            }
+            "S" => {
+                let region = number()?;
+                self.region_seen(region);
+                log.releasing.insert(region);
+            }
+            "R" => {
+                let region = number()?;
+                log.releasing.remove(&region);
+                self.releasing.remove(&region);
+                self.released.insert(region);
+                report.releases += 1;
+            }
+            "B" => {
+                barriers.insert(number()?, *admitted_sequence);
+            }
+            "C" => {
+                let covered = barriers.get(&number()?).ok_or("no flush call logged")?;
+                log.durable_sequence = log.durable_sequence.max(*covered);
+                report.flushes += 1;
+            }
+            _ => return Err("unknown kind".into()),
+        }
+        if fields.next().is_some() {
+            return Err("too many fields".into());
+        }
+        Ok(())
+    }
+}
+
+fn raise(map: &mut HashMap<u64, u64>, region: u64, id: u64) {
+    let slot = map.entry(region).or_insert(0);
+    *slot = (*slot).max(id);
+}
+
+#[path = "crash_gate_cycle.rs"]
+mod cycle;
+pub use cycle::Cycle;
+
+#[cfg(test)]
+#[path = "crash_gate_check_tests.rs"]
+mod tests;

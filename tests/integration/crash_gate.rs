@@ -1,0 +1,150 @@
+//! The crash gate's bounded form: `objwal crash-gate` as a process, 20
+//! cycles (a life SIGKILLed at a random moment, reopened, checked, on one
+//! prefix whose history accumulates) per ack mode and backend: a local
+//! directory, and the S3-protocol test server on loopback. Each run draws
+//! a new seed and prints it; a failing run's output (asserted below) names
+//! it, and `objwal crash-gate --seed N ...` replays its choices.
+//!
+//! The long form (500 cycles) is a documented command in RELIABILITY.md.
+
+use std::process::{Command, Output};
+
+const CYCLES: &str = "20";
+/// The longest life, in seconds (the long form's default is 1).
+const LIFE: &str = "0.5";
+/// Regions on a directory (the long form's default).
+const REGIONS: &str = "32";
+/// Regions on the S3 test server, whose range reads are slow: the reopen
+/// reads every region's segment of every object, one request each.
+const S3_REGIONS: &str = "8";
+
+fn gate(args: &[&str], envs: &[(&str, &str)]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_objwal"))
+        .arg("crash-gate")
+        .args(args)
+        .envs(envs.iter().copied())
+        .output()
+        .expect("the objwal binary runs")
+}
+
+/// The number on the summary line starting with `label`.
+fn figure(out: &str, label: &str) -> u64 {
+    let line = out
+        .lines()
+        .find(|l| l.starts_with(label))
+        .unwrap_or_else(|| panic!("no {label:?} line in:\n{out}"));
+    let rest = line.trim_start_matches(label).trim_start();
+    rest.split(|c: char| !c.is_ascii_digit())
+        .next()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no number on {line:?}"))
+}
+
+/// Runs the bounded gate on `store` and checks its verdict and that the
+/// history it built has every ingredient: acknowledgements, watermarks,
+/// releases and flushes.
+fn passes(store: &str, ack_mode: &str, regions: &str, envs: &[(&str, &str)]) {
+    let args = [
+        "--store",
+        store,
+        "--cycles",
+        CYCLES,
+        "--ack-mode",
+        ack_mode,
+        "--life",
+        LIFE,
+        "--regions",
+        regions,
+    ];
+    let o = gate(&args, envs);
+    let out = String::from_utf8_lossy(&o.stdout);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "stdout:\n{out}\nstderr:\n{err}");
+    assert_eq!(figure(&out, "cycles:"), 20, "{out}");
+    for zero in [
+        "lost:",
+        "duplicated:",
+        "resurrected:",
+        "misordered:",
+        "corrupt:",
+    ] {
+        assert_eq!(figure(&out, zero), 0, "{zero} in:\n{out}");
+    }
+    assert!(out.contains("verdict:      OK"), "{out}");
+    let acknowledged = out
+        .lines()
+        .find(|l| l.starts_with("acknowledged:"))
+        .unwrap_or_default();
+    let numbers: Vec<u64> = acknowledged
+        .split(|c: char| !c.is_ascii_digit())
+        .filter_map(|n| n.parse().ok())
+        .collect();
+    // entries, promised, watermarks, releases, flushes
+    assert_eq!(numbers.len(), 5, "{acknowledged}");
+    assert!(
+        numbers.iter().all(|n| *n > 0),
+        "an ingredient is missing: {acknowledged}"
+    );
+    assert!(out.contains("recovery:     p50"), "{out}");
+}
+
+fn file_store(dir: &tempfile::TempDir) -> String {
+    format!("file://{}", dir.path().display())
+}
+
+#[test]
+fn crash_gate_on_a_directory_in_durable_mode() {
+    let dir = tempfile::tempdir().unwrap();
+    passes(&file_store(&dir), "durable", REGIONS, &[]);
+}
+
+#[test]
+fn crash_gate_on_a_directory_in_enqueued_mode() {
+    let dir = tempfile::tempdir().unwrap();
+    passes(&file_store(&dir), "enqueued", REGIONS, &[]);
+}
+
+/// A store URL on the S3 test server, under a root no other run uses.
+pub fn s3_store(name: &str) -> String {
+    format!(
+        "s3://{}/{}?endpoint={}&region=us-east-1",
+        crate::common::S3_BUCKET,
+        crate::storage_conformance::unique_root(name),
+        crate::common::s3_endpoint()
+    )
+}
+
+#[test]
+fn crash_gate_on_s3_in_durable_mode() {
+    passes(
+        &s3_store("durable"),
+        "durable",
+        S3_REGIONS,
+        &crate::common::s3_credentials(),
+    );
+}
+
+#[test]
+fn crash_gate_on_s3_in_enqueued_mode() {
+    passes(
+        &s3_store("enqueued"),
+        "enqueued",
+        S3_REGIONS,
+        &crate::common::s3_credentials(),
+    );
+}
+
+#[test]
+fn crash_gate_refuses_a_prefix_in_use_and_a_store_that_dies_with_it() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("objwal/objects")).unwrap();
+    std::fs::write(dir.path().join("objwal/objects/junk"), b"x").unwrap();
+    let o = gate(&["--store", &file_store(&dir), "--cycles", "1"], &[]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("not empty"), "{err}");
+    let o = gate(&["--store", "memory://", "--cycles", "1"], &[]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("outlives"), "{err}");
+}

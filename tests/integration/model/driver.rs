@@ -1,0 +1,498 @@
+//! Runs the steps against the real store (a `Wal` over the fault wrapper
+//! around an in-memory store) and checks every answer against the
+//! reference model. Every await is under [`DEADLINE`] (virtual time: the
+//! runtime's clock is paused), so a call that hangs fails the case.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::time::Duration;
+
+use futures::StreamExt;
+use objwal::storage::fault::FaultyStorage;
+use objwal::{AckMode, Config, Entry, Error, RegionId, Wal};
+
+use super::reference::{Key, Model};
+use super::steps::{Fault, From, Op, Step, REGIONS};
+
+/// The longest any call may take (virtual time).
+const DEADLINE: Duration = Duration::from_secs(30);
+const PREFIX: &str = "model";
+
+/// `fut`, or a failure naming `what` when it does not finish in time.
+pub(super) async fn within<T>(
+    what: &str,
+    fut: impl std::future::Future<Output = T>,
+) -> Result<T, String> {
+    tokio::time::timeout(DEADLINE, fut)
+        .await
+        .map_err(|_| format!("{what} did not finish within {DEADLINE:?} (virtual time): it hangs"))
+}
+
+/// A call, for the rules of which errors it may return.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Call {
+    Append,
+    Read,
+    Obsolete,
+    WaitDurable,
+    Release,
+    Flush,
+    Stop,
+    Open,
+}
+
+/// What a run exercised (printed by the test, so a model that stopped
+/// reaching something shows).
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Stats {
+    /// Steps run.
+    pub steps: u64,
+    /// Errors answered (every one checked against the documented ones).
+    pub errors: u64,
+    /// Entries reads returned in a life.
+    pub entries_read: u64,
+    /// Holes reads reported.
+    pub holes: u64,
+    /// Reopens, crashes and second openers.
+    pub restarts: u64,
+    /// Entries replayed after them.
+    pub entries_replayed: u64,
+}
+
+impl Stats {
+    pub fn add(&mut self, other: &Stats) {
+        self.steps += other.steps;
+        self.errors += other.errors;
+        self.entries_read += other.entries_read;
+        self.holes += other.holes;
+        self.restarts += other.restarts;
+        self.entries_replayed += other.entries_replayed;
+    }
+}
+
+/// The store under test and the model it is checked against.
+pub struct Driver {
+    pub stats: Stats,
+    pub(super) faulty: FaultyStorage,
+    config: Config,
+    pub(super) handles: Vec<Wal>,
+    /// The first `stop()` result of the current store, once stopped.
+    pub(super) stopped: Option<Result<(), Error>>,
+    pub(super) model: Model,
+}
+
+pub(super) async fn read_all(wal: &Wal, region: RegionId, from: u64) -> Result<Vec<Entry>, Error> {
+    let mut stream = Box::pin(wal.read(region, from));
+    let mut entries = Vec::new();
+    while let Some(entry) = stream.next().await {
+        entries.push(entry?);
+    }
+    Ok(entries)
+}
+
+fn same(a: &Result<(), Error>, b: &Result<(), Error>) -> bool {
+    match (a, b) {
+        (Ok(()), Ok(())) => true,
+        (Err(a), Err(b)) => a.to_string() == b.to_string(),
+        _ => false,
+    }
+}
+
+impl Driver {
+    /// A fresh store in `mode`.
+    pub async fn new(mode: AckMode) -> Result<Driver, String> {
+        let faulty = crate::common::faulty_memory();
+        let config = Config {
+            flush_interval: Duration::from_millis(10),
+            ack_mode: mode,
+            retry_jitter: false,
+            ..Config::default()
+        };
+        let mut driver = Driver {
+            stats: Stats::default(),
+            faulty,
+            config,
+            handles: Vec::new(),
+            stopped: None,
+            model: Model::new(mode == AckMode::Enqueued),
+        };
+        let wal = driver.open(false).await?;
+        driver.handles = vec![wal; super::steps::HANDLES];
+        Ok(driver)
+    }
+
+    pub(super) fn wal(&self, handle: usize) -> &Wal {
+        &self.handles[handle % self.handles.len()]
+    }
+
+    /// Whether `e` is an answer the documentation allows for `call` now.
+    fn expect_error(
+        &mut self,
+        call: Call,
+        e: &Error,
+        faulty: bool,
+        regions: &[RegionId],
+    ) -> Result<(), String> {
+        self.stats.errors += 1;
+        if self.stopped.is_some() && call != Call::Stop && call != Call::Open {
+            return if e.is_stopped() {
+                Ok(())
+            } else {
+                Err(format!(
+                    "{call:?} on a stopped store answered {e} (expected: stopped)"
+                ))
+            };
+        }
+        let released = regions.iter().any(|r| self.model.released_now(*r));
+        let forgotten = regions.iter().any(|r| self.model.forgotten(*r));
+        if call == Call::Append
+            && (released || forgotten && matches!(e, Error::RegionReleased { .. }))
+        {
+            return match e {
+                Error::RegionReleased { .. } => Ok(()),
+                e => Err(format!(
+                    "an append to a released region answered {e} (expected: released)"
+                )),
+            };
+        }
+        let enqueued = self.model.enqueued;
+        let allowed = faulty
+            && match (call, e) {
+                (Call::Append, Error::Storage { .. } | Error::NotDurable { .. }) => !enqueued,
+                (Call::Append, Error::Failing { .. }) => enqueued,
+                (
+                    Call::Release | Call::Flush,
+                    Error::Storage { .. } | Error::NotDurable { .. } | Error::Failing { .. },
+                ) => true,
+                (Call::Read, Error::Storage { .. }) => true,
+                (Call::Stop, Error::Lost { .. }) => true,
+                (Call::Open, Error::Storage { .. } | Error::Corrupted { .. }) => true,
+                _ => false,
+            };
+        if allowed {
+            Ok(())
+        } else {
+            let when = if faulty {
+                "with a fault armed"
+            } else {
+                "with no fault armed"
+            };
+            Err(format!(
+                "{call:?} answered an undocumented error {when}: {e} ({e:?})"
+            ))
+        }
+    }
+
+    /// Opens the prefix; with `faulty`, an open that fails as documented is
+    /// repeated once the faults are cleared (and must then succeed).
+    pub(super) async fn open(&mut self, faulty: bool) -> Result<Wal, String> {
+        let storage = self.faulty.storage();
+        let opened = within(
+            "open",
+            Wal::open(storage.clone(), PREFIX, self.config.clone()),
+        )
+        .await?;
+        match opened {
+            Ok(wal) => Ok(wal),
+            Err(e) => {
+                self.expect_error(Call::Open, &e, faulty, &[])?;
+                self.faulty.clear_faults();
+                within("open", Wal::open(storage, PREFIX, self.config.clone()))
+                    .await?
+                    .map_err(|e| format!("open failed with no fault armed: {e}"))
+            }
+        }
+    }
+
+    /// After an open: the faults are cleared, every region is replayed
+    /// from 0 and checked, and failed releases are repeated.
+    pub(super) async fn check_restart(&mut self, wal: Wal) -> Result<(), String> {
+        self.faulty.clear_faults();
+        let infos = within("regions", wal.regions())
+            .await?
+            .map_err(|e| format!("regions() after an open: {e}"))?;
+        let mut replay = BTreeMap::new();
+        for region in 0..REGIONS {
+            let entries = within("replay", read_all(&wal, region, 0))
+                .await?
+                .map_err(|e| format!("replay of region {region}: {e}"))?;
+            replay.insert(region, entries);
+        }
+        self.stats.restarts += 1;
+        self.stats.entries_replayed += replay.values().map(|e| e.len() as u64).sum::<u64>();
+        self.model.restarted(&replay, &infos)?;
+        self.stopped = None;
+        for region in self.model.to_release_again() {
+            within("release", wal.release_region(region))
+                .await?
+                .map_err(|e| format!("repeating the release of region {region}: {e}"))?;
+            self.model.release_answered(region, true, true);
+        }
+        self.handles = vec![wal; super::steps::HANDLES];
+        Ok(())
+    }
+
+    /// Runs one step.
+    pub async fn step(&mut self, step: &Step) -> Result<(), String> {
+        self.stats.steps += 1;
+        match step {
+            Step::Op(op) => self.op(op, false).await,
+            Step::Together(ops) => self.together(ops).await,
+            Step::Faulty { fault, ops } => {
+                self.model.corruption |= matches!(fault, Fault::CorruptRead { .. });
+                fault.arm(&self.faulty);
+                for op in ops {
+                    self.op(op, true).await?;
+                }
+                self.faulty.clear_faults();
+                self.settle().await
+            }
+            Step::Held {
+                after_landed,
+                letting,
+                crash,
+                release_second,
+                regions,
+            } => {
+                self.held(*after_landed, *letting, *crash, *release_second, *regions)
+                    .await
+            }
+        }
+    }
+
+    /// After the faults are cleared the store must work again: a flush
+    /// returns `Ok` (an enqueued store that was failing has repeated its
+    /// creates by then).
+    pub(super) async fn settle(&mut self) -> Result<(), String> {
+        if self.stopped.is_some() {
+            return Ok(());
+        }
+        let (_, admitted) = self.model.snapshot();
+        within("flush after the faults", self.wal(0).flush())
+            .await?
+            .map_err(|e| {
+                format!("the store did not recover once the faults were cleared: flush: {e}")
+            })?;
+        self.model.flushed(&admitted);
+        Ok(())
+    }
+
+    /// Runs one operation; `faulty`: a fault is armed.
+    pub async fn op(&mut self, op: &Op, faulty: bool) -> Result<(), String> {
+        let (promised, admitted) = self.model.snapshot();
+        let floor = self.model.floor();
+        match op {
+            Op::Append { handle, entries } => {
+                let (keys, batch) = self.register(entries);
+                let result = within("append", self.wal(*handle).append(batch)).await?;
+                self.append_answered(&keys, result, faulty, &floor)
+            }
+            Op::Read {
+                handle,
+                region,
+                from,
+            } => {
+                let from = self.from(*region, *from);
+                let result = within("read", read_all(self.wal(*handle), *region, from)).await?;
+                self.read_answered(*handle, *region, from, result, faulty, &promised)
+            }
+            Op::Obsolete { region, pick } => {
+                let Some(id) = self.model.pick(*region, *pick) else {
+                    return Ok(());
+                };
+                let result = within("obsolete", self.wal(0).obsolete(*region, id)).await?;
+                if self.answered(Call::Obsolete, &result, faulty)? {
+                    self.model.obsoleted(*region, id);
+                }
+                Ok(())
+            }
+            Op::WaitDurable { region, pick } => {
+                let Some(id) = self.model.pick(*region, *pick) else {
+                    return Ok(());
+                };
+                let result = within("wait_durable", self.wal(1).wait_durable(*region, id)).await?;
+                self.wait_answered(id, result, faulty)
+            }
+            Op::Release { region } => {
+                let result = within("release_region", self.wal(2).release_region(*region)).await?;
+                self.release_answered(*region, result, faulty)
+            }
+            Op::Flush => {
+                let result = within("flush", self.wal(0).flush()).await?;
+                self.flush_answered(result, faulty, &admitted)
+            }
+            Op::Advance { ms } => {
+                tokio::time::sleep(Duration::from_millis(*ms)).await;
+                Ok(())
+            }
+            Op::Stop => self.stop(faulty).await,
+            Op::Reopen => {
+                if self.stopped.is_none() {
+                    self.stop(faulty).await?;
+                }
+                self.handles.clear();
+                let wal = self.open(faulty).await?;
+                self.check_restart(wal).await
+            }
+            Op::Crash => {
+                self.handles.clear();
+                let wal = self.open(faulty).await?;
+                self.check_restart(wal).await
+            }
+            Op::SecondOpener => self.second_opener(faulty).await,
+        }
+    }
+
+    pub(super) fn register(
+        &mut self,
+        entries: &[(RegionId, usize)],
+    ) -> (Vec<Key>, Vec<(RegionId, bytes::Bytes)>) {
+        entries
+            .iter()
+            .map(|(region, len)| {
+                let (key, data) = self.model.add(*region, *len);
+                (key, (*region, data))
+            })
+            .unzip()
+    }
+
+    pub(super) fn from(&self, region: RegionId, from: From) -> u64 {
+        match from {
+            From::Start => 0,
+            From::At(k) => self.model.pick(region, k).unwrap_or(0),
+            From::After(k) => self.model.pick(region, k).map_or(0, |id| id + 1),
+        }
+    }
+
+    pub(super) fn append_answered(
+        &mut self,
+        keys: &[Key],
+        result: Result<Vec<u64>, Error>,
+        faulty: bool,
+        floor: &HashMap<RegionId, u64>,
+    ) -> Result<(), String> {
+        if let Err(e) = &result {
+            let regions = self.model.regions_of(keys);
+            self.expect_error(Call::Append, e, faulty, &regions)?;
+        } else if self.stopped.is_some() {
+            return Err("an append on a stopped store answered Ok".into());
+        }
+        self.model.appended(keys, &result, floor)
+    }
+
+    pub(super) fn read_answered(
+        &mut self,
+        handle: usize,
+        region: RegionId,
+        from: u64,
+        result: Result<Vec<Entry>, Error>,
+        faulty: bool,
+        promised: &BTreeSet<Key>,
+    ) -> Result<(), String> {
+        match result {
+            Ok(entries) => {
+                if self.stopped.is_some() && !entries.is_empty() {
+                    return Err(format!(
+                        "a read on a stopped store returned {} entries",
+                        entries.len()
+                    ));
+                }
+                let holes = self.wal(handle).holes(region);
+                self.stats.entries_read += entries.len() as u64;
+                self.stats.holes += holes.len() as u64;
+                self.model.read(region, from, &entries, &holes, promised)
+            }
+            Err(e) => self.expect_error(Call::Read, &e, faulty, &[]),
+        }
+    }
+
+    /// Whether a call answering `()` succeeded (`Ok(true)`: the model
+    /// learns it) or failed as documented (`Ok(false)`).
+    fn answered(
+        &mut self,
+        call: Call,
+        result: &Result<(), Error>,
+        faulty: bool,
+    ) -> Result<bool, String> {
+        match result {
+            Ok(()) if self.stopped.is_some() => {
+                Err(format!("{call:?} on a stopped store answered Ok"))
+            }
+            Ok(()) => Ok(true),
+            Err(e) => self.expect_error(call, e, faulty, &[]).map(|()| false),
+        }
+    }
+
+    pub(super) fn release_answered(
+        &mut self,
+        region: RegionId,
+        result: Result<(), Error>,
+        faulty: bool,
+    ) -> Result<(), String> {
+        let ok = self.answered(Call::Release, &result, faulty)?;
+        // A refused release is kept (in force in memory), unless the store
+        // is stopped or poisoned.
+        let kept = result
+            .as_ref()
+            .err()
+            .is_none_or(|e| !e.is_stopped() && !e.is_poisoned());
+        self.model.release_answered(region, ok, kept);
+        Ok(())
+    }
+
+    pub(super) fn wait_answered(
+        &mut self,
+        id: u64,
+        result: Result<(), Error>,
+        faulty: bool,
+    ) -> Result<(), String> {
+        if self.answered(Call::WaitDurable, &result, faulty)? {
+            self.model.durable(id);
+        }
+        Ok(())
+    }
+
+    pub(super) fn flush_answered(
+        &mut self,
+        result: Result<(), Error>,
+        faulty: bool,
+        admitted: &BTreeSet<Key>,
+    ) -> Result<(), String> {
+        if self.answered(Call::Flush, &result, faulty)? {
+            self.model.flushed(admitted);
+        }
+        Ok(())
+    }
+
+    pub(super) async fn stop(&mut self, faulty: bool) -> Result<(), String> {
+        let result = within("stop", self.wal(1).stop()).await?;
+        if let Some(first) = &self.stopped {
+            return if same(first, &result) {
+                Ok(())
+            } else {
+                Err(format!(
+                    "a second stop answered {result:?}, the first {first:?}"
+                ))
+            };
+        }
+        match &result {
+            Ok(()) => self.model.stopped_ok(),
+            Err(e) => self.expect_error(Call::Stop, e, faulty, &[])?,
+        }
+        self.stopped = Some(result);
+        Ok(())
+    }
+
+    /// `latest_entry_id` covers every id acknowledged in this life.
+    pub fn check_latest(&self) -> Result<(), String> {
+        for region in 0..REGIONS {
+            let latest = self.wal(0).latest_entry_id(region);
+            let floor = self.model.latest_floor(region);
+            if latest < floor {
+                return Err(format!(
+                    "latest_entry_id({region}) is {latest}, below the acknowledged id {floor}"
+                ));
+            }
+        }
+        Ok(())
+    }
+}

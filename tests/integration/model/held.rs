@@ -1,0 +1,226 @@
+//! The held step, and the second opener.
+//!
+//! The held step: creates held at a point of the fault wrapper while two
+//! appends (and in enqueued mode their `wait_durable`) run and a read goes
+//! on; then the creates are let go (in order, newest first, or the first
+//! failing), or the store crashes with them held and a reopen is checked.
+//!
+//! The crash is what pins a barrier to the truth: an enqueued
+//! `wait_durable` that answered `Ok` while its create was still held (and
+//! then never landed) shows up as a promised entry missing after the
+//! reopen.
+//!
+//! The second opener: a newer store opens the prefix while this one
+//! lives. It must replay everything promised; the older one, fenced, may
+//! refuse in any way but must acknowledge nothing more.
+
+use std::time::Duration;
+
+use objwal::storage::fault::HoldPoint;
+use objwal::storage::StorageErrorKind;
+use objwal::{Error, RegionId, Wal};
+use tokio::sync::mpsc;
+
+use super::driver::{read_all, within, Driver};
+use super::steps::Letting;
+use super::steps::REGIONS;
+
+/// What a held step's task answered, in order.
+enum Answer {
+    Appended(usize, Result<Vec<u64>, Error>),
+    Waited(u64, Result<(), Error>),
+    Released(RegionId, Result<(), Error>),
+}
+
+/// Release `region` (the second task, instead of an append).
+async fn release(wal: Wal, region: RegionId, answers: mpsc::UnboundedSender<Answer>) {
+    let released = wal.release_region(region).await;
+    let _ = answers.send(Answer::Released(region, released));
+}
+
+/// Append `batch` (task `task`), and in enqueued mode wait for it.
+async fn run(
+    wal: Wal,
+    task: usize,
+    batch: Vec<(RegionId, bytes::Bytes)>,
+    enqueued: bool,
+    answers: mpsc::UnboundedSender<Answer>,
+) {
+    let region = batch.first().map_or(0, |(r, _)| *r);
+    let appended = wal.append(batch).await;
+    let id = appended.as_ref().ok().and_then(|ids| ids.first().copied());
+    let _ = answers.send(Answer::Appended(task, appended));
+    if let (Some(id), true) = (id, enqueued) {
+        let waited = wal.wait_durable(region, id).await;
+        let _ = answers.send(Answer::Waited(id, waited));
+    }
+}
+
+impl Driver {
+    /// A second store opens the prefix while this one lives: it fences
+    /// this one, which may then acknowledge nothing; the second replays
+    /// everything promised and becomes the store of later steps.
+    pub(super) async fn second_opener(&mut self, faulty: bool) -> Result<(), String> {
+        let older = std::mem::take(&mut self.handles);
+        let was_stopped = self.stopped.is_some();
+        let newer = self.open(faulty).await?;
+        self.check_restart(newer).await?;
+        let Some(old) = older.first().filter(|_| !was_stopped) else {
+            return Ok(());
+        };
+        let region = (0..REGIONS)
+            .find(|r| !self.model.released_now(*r))
+            .unwrap_or(0);
+        let (keys, batch) = self.register(&[(region, 9)]);
+        let appended = within("an append of the fenced store", old.append(batch)).await?;
+        // The fenced store may not know yet (a failing store refuses with
+        // `Failing` first); what it must never do is acknowledge.
+        match &appended {
+            Err(_) => {}
+            Ok(ids) if self.model.enqueued => {
+                let waited = within(
+                    "wait_durable of the fenced store",
+                    old.wait_durable(region, ids[0]),
+                )
+                .await?;
+                if waited.is_ok() {
+                    return Err(
+                        "the fenced store confirmed an entry durable after a newer store opened"
+                            .into(),
+                    );
+                }
+            }
+            Ok(ids) => return Err(format!("the fenced store acknowledged an append: {ids:?}")),
+        }
+        self.model.refuse(&keys);
+        let _ = within("stop of the fenced store", old.stop()).await?;
+        Ok(())
+    }
+
+    pub(super) async fn held(
+        &mut self,
+        after_landed: bool,
+        letting: Letting,
+        crash: bool,
+        release_second: bool,
+        (x, y): (RegionId, RegionId),
+    ) -> Result<(), String> {
+        if self.stopped.is_some() || self.model.released_now(x) || self.model.released_now(y) {
+            return Ok(());
+        }
+        let (promised, _) = self.model.snapshot();
+        let floor = self.model.floor();
+        let point = if after_landed {
+            HoldPoint::AfterLanded
+        } else {
+            HoldPoint::BeforeInner
+        };
+        self.faulty.hold_creates_at(Some(point));
+        let keys = [self.register(&[(x, 12)]), self.register(&[(y, 12)])];
+        let enqueued = self.model.enqueued;
+        let (tx, mut answers) = mpsc::unbounded_channel();
+        let first = tokio::spawn(run(
+            self.wal(0).clone(),
+            0,
+            keys[0].1.clone(),
+            enqueued,
+            tx.clone(),
+        ));
+        within("a held create", self.faulty.wait_held(1)).await?;
+        let read = within("a read while creates are held", read_all(self.wal(2), x, 0)).await?;
+        self.read_answered(2, x, 0, read, false, &promised)?;
+        let second = if release_second {
+            tokio::spawn(release(self.wal(1).clone(), y, tx))
+        } else {
+            tokio::spawn(run(self.wal(1).clone(), 1, keys[1].1.clone(), enqueued, tx))
+        };
+        // Virtual time: the store runs until it is idle (the second call
+        // joins a create of its own, or waits behind the held one, maybe a
+        // marker the first data object needs, rfcs/0006 W5).
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        if crash {
+            first.abort();
+            second.abort();
+            let _ = first.await;
+            let _ = second.await;
+            self.handles.clear();
+            // The actor ends with its last handle and drops its creates.
+            within("the crashed store dropping its held creates", async {
+                while !self.faulty.held().is_empty() {
+                    tokio::time::sleep(Duration::from_millis(1)).await;
+                }
+            })
+            .await?;
+            self.faulty.hold_creates_at(None);
+        } else {
+            self.faulty.hold_creates_at(None);
+            let mut held = self.faulty.held();
+            if letting == Letting::Reverse {
+                held.reverse();
+            }
+            for (i, key) in held.iter().enumerate() {
+                if i == 0 && letting == Letting::FailFirst {
+                    self.faulty
+                        .release_with_error(key, StorageErrorKind::Transient);
+                } else {
+                    self.faulty.release(key);
+                }
+            }
+            self.faulty.release_all();
+            within("the first held append", first)
+                .await?
+                .map_err(|e| e.to_string())?;
+            within("the second held append", second)
+                .await?
+                .map_err(|e| e.to_string())?;
+        }
+        let failing = letting == Letting::FailFirst && !crash;
+        let mut appended = [None, None];
+        let mut released = false;
+        let mut all = Vec::new();
+        while let Ok(answer) = answers.try_recv() {
+            all.push(answer);
+        }
+        // Appends were admitted before the release was (if they were at
+        // all): their answers first.
+        all.sort_by_key(|a| match a {
+            Answer::Appended(..) => 0,
+            Answer::Waited(..) => 1,
+            Answer::Released(..) => 2,
+        });
+        for answer in all {
+            match answer {
+                Answer::Appended(task, result) => {
+                    self.append_answered(&keys[task].0, result.clone(), failing, &floor)?;
+                    appended[task] = Some(result.is_ok());
+                }
+                Answer::Waited(id, result) => self.wait_answered(id, result, failing)?,
+                Answer::Released(region, result) => {
+                    released = true;
+                    self.release_answered(region, result, failing)?;
+                }
+            }
+        }
+        if release_second {
+            // The second append was never made.
+            self.model.refuse(&keys[1].0);
+            if !released {
+                // Cut short by the crash: in force in memory, maybe durable.
+                self.model.release_answered(y, false, true);
+            }
+        }
+        if !enqueued && appended == [Some(false), Some(true)] {
+            return Err("the append behind a failed batch was acknowledged (L3)".into());
+        }
+        if crash {
+            for (task, (task_keys, _)) in keys.iter().enumerate() {
+                if appended[task].is_none() {
+                    self.model.unanswered(task_keys);
+                }
+            }
+            let wal = self.open(false).await?;
+            return self.check_restart(wal).await;
+        }
+        self.settle().await
+    }
+}

@@ -1,0 +1,144 @@
+//! The model-based test: proptest draws sequences of steps over the
+//! public API, runs them against a real store and checks every answer
+//! against a small reference model of what must be true.
+//!
+//! Steps (`steps`): appends of one to three entries to four regions
+//! through three handles (clones of one `Wal`), reads from 0 or from a
+//! known id, `obsolete`, `wait_durable`, `release_region`, `flush`,
+//! virtual time passing, `stop`, a reopen, a crash (every handle dropped,
+//! then a reopen), a second opener (a newer store fences the running
+//! one), calls run at once, creates held (before they reach the store or
+//! after they landed) and let go in order, in reverse or with the first
+//! failing, and every fault of the fault wrapper armed for one to three
+//! operations: failed creates (transient or permanent, of objects or of
+//! fences), lost create responses, phantom "already exists", failed reads
+//! (also of the fence probe), corrupted reads, failed lists, failed
+//! deletes, latency. After a faulty step the faults are cleared and the
+//! store must work again (a `flush` returns `Ok`).
+//!
+//! The model (`reference`) knows each entry's fate (pending, maybe,
+//! refused, admitted, promised) and checks: what is promised reads and
+//! replays exactly once, in order, byte for byte (unless obsolete and
+//! collected, or skipped as a reported hole after a corrupted read); what
+//! was released reads and replays as nothing; nothing replays that was
+//! never appended, refused, or gone at an earlier replay; enqueued losses
+//! after a crash are whole objects and a suffix; ids rise across lives;
+//! each error is one the documentation names for that call in that state
+//! (`driver::Driver::expect_error`); `latest_entry_id` covers what was
+//! acknowledged; and no call hangs: every await is under a 30 s deadline
+//! of virtual time (the runtime's clock is paused, so the store's timers,
+//! retries and latencies cost no real time and the run is deterministic).
+//!
+//! A failure shrinks to a minimal case and prints it with the seed:
+//! `OBJWAL_MODEL_SEED=<seed> PROPTEST_CASES=<n> cargo test --all-features
+//! --test integration model::` reproduces it. CI runs [`CI_CASES`] cases
+//! per ack mode from a fresh seed; `PROPTEST_CASES=2000` runs more.
+
+#![allow(
+    clippy::print_stderr,
+    reason = "the seed and what a run exercised, captured by libtest"
+)]
+
+use objwal::AckMode;
+use proptest::test_runner::{Config, RngAlgorithm, TestCaseError, TestError, TestRng, TestRunner};
+
+mod driver;
+mod held;
+mod reference;
+mod steps;
+mod together;
+
+use driver::{Driver, Stats};
+use steps::{Op, Step};
+
+/// Cases per ack mode in CI.
+const CI_CASES: u32 = 64;
+/// The longest case, in steps.
+const MAX_STEPS: usize = 40;
+
+fn env_number(name: &str) -> Option<u64> {
+    let value = std::env::var(name).ok()?;
+    Some(
+        value
+            .parse()
+            .unwrap_or_else(|_| panic!("{name}={value:?} is not a number")),
+    )
+}
+
+/// Runs `steps` in `mode` on a fresh store; what it exercised, or the
+/// first violation.
+pub fn run_case(mode: AckMode, steps: &[Step]) -> Result<Stats, String> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .start_paused(true)
+        .build()
+        .map_err(|e| format!("no runtime: {e}"))?;
+    runtime.block_on(async {
+        let mut driver = Driver::new(mode).await?;
+        for (i, step) in steps.iter().enumerate() {
+            driver
+                .step(step)
+                .await
+                .map_err(|e| format!("step {i} {step:?}: {e}"))?;
+            driver
+                .check_latest()
+                .map_err(|e| format!("after step {i}: {e}"))?;
+        }
+        driver
+            .op(&Op::Reopen, false)
+            .await
+            .map_err(|e| format!("the final reopen: {e}"))?;
+        Ok(driver.stats)
+    })
+}
+
+fn run(mode: AckMode) {
+    let cases = env_number("PROPTEST_CASES").map_or(CI_CASES, |n| n as u32);
+    let seed = env_number("OBJWAL_MODEL_SEED").unwrap_or_else(|| {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64);
+        nanos ^ u64::from(std::process::id()).rotate_left(40)
+    });
+    let mut bytes = [0u8; 32];
+    bytes[..8].copy_from_slice(&seed.to_le_bytes());
+    let config = Config {
+        cases,
+        failure_persistence: None,
+        max_shrink_iters: 10_000,
+        ..Config::default()
+    };
+    let mut runner =
+        TestRunner::new_with_rng(config, TestRng::from_seed(RngAlgorithm::ChaCha, &bytes));
+    let total = std::cell::RefCell::new(Stats::default());
+    let outcome = runner.run(&steps::case(MAX_STEPS), |case| {
+        let stats = run_case(mode, &case).map_err(TestCaseError::fail)?;
+        total.borrow_mut().add(&stats);
+        Ok(())
+    });
+    eprintln!(
+        "model test ({mode:?}), seed {seed}, {cases} cases: {:?}",
+        total.borrow()
+    );
+    let reproduce = format!(
+        "reproduce: OBJWAL_MODEL_SEED={seed} PROPTEST_CASES={cases} cargo test --all-features --test integration model::"
+    );
+    match outcome {
+        Ok(()) => {}
+        Err(TestError::Fail(reason, minimal)) => panic!(
+            "the model test ({mode:?}) failed: {reason}\nminimal case, {} steps: {minimal:#?}\n{reproduce}",
+            minimal.len()
+        ),
+        Err(TestError::Abort(reason)) => panic!("the model test ({mode:?}) aborted: {reason}\n{reproduce}"),
+    }
+}
+
+#[test]
+fn model_based_durable() {
+    run(AckMode::Durable);
+}
+
+#[test]
+fn model_based_enqueued() {
+    run(AckMode::Enqueued);
+}

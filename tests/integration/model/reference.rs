@@ -1,0 +1,464 @@
+//! The reference model: what must be true of the log, in terms of the
+//! entries appended so far and what each call answered. Pure: outcomes in,
+//! `Err(violation)` out.
+//!
+//! Each entry has a fate:
+//!
+//! | fate | what the answers so far say | reads in this life | replay after a restart |
+//! |---|---|---|---|
+//! | `Pending` | its call has not answered yet | may show it | - |
+//! | `Maybe` | durable mode: its append failed | never | may (a create that landed), at most once |
+//! | `Refused` | never admitted (or admitted by a fenced store) | never | never |
+//! | `Admitted` | enqueued mode: admitted, not known durable | may, in id order | may be lost, whole objects and only a suffix |
+//! | `Promised` | acknowledged durable, covered by a barrier, or replayed | must, unless hidden or skipped | must, unless obsolete and collected, or released |
+//!
+//! A read shows nothing of a released region (also one whose release
+//! failed in this life: the release holds in memory), nothing at or below
+//! the watermark in durable mode, and no hole unless a corrupted read was
+//! injected in this life. Once an entry missing from a replay is gone, it
+//! stays gone ("nothing already collectable comes back").
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+
+use bytes::Bytes;
+use objwal::format::sequence_of;
+use objwal::{Entry, Hole, RegionId};
+
+/// An entry's name: the order it was drawn in.
+pub type Key = u32;
+
+/// See the module documentation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fate {
+    Pending,
+    Maybe,
+    Refused,
+    Admitted,
+    Promised,
+}
+
+#[derive(Debug, Clone)]
+struct Known {
+    region: RegionId,
+    data: Bytes,
+    id: Option<u64>,
+    fate: Fate,
+    life: u32,
+}
+
+/// The bytes of entry `key`: its key, its region, then filler.
+fn payload(key: Key, region: RegionId, len: usize) -> Bytes {
+    let mut data = Vec::with_capacity(len.max(5));
+    data.extend_from_slice(&key.to_le_bytes());
+    data.push(region as u8);
+    data.extend((0..len.saturating_sub(5)).map(|i| (key as usize ^ i) as u8));
+    Bytes::from(data)
+}
+
+fn key_of(data: &[u8]) -> Option<Key> {
+    Some(Key::from_le_bytes(data.get(..4)?.try_into().ok()?))
+}
+
+/// What must be true, and what may be.
+#[derive(Debug)]
+pub struct Model {
+    pub enqueued: bool,
+    entries: BTreeMap<Key, Known>,
+    gone: HashSet<Key>,
+    next: Key,
+    pub life: u32,
+    /// Watermarks requested in this life (hidden in durable mode).
+    watermark: HashMap<RegionId, u64>,
+    /// The largest watermark ever requested (collectable below).
+    watermark_ever: HashMap<RegionId, u64>,
+    /// Releases that returned `Ok` (or a stop made durable).
+    released: BTreeSet<RegionId>,
+    /// Releases that failed in this life: in force in memory.
+    releasing: BTreeSet<RegionId>,
+    /// Releases that failed in an earlier life: maybe durable.
+    maybe_released: BTreeSet<RegionId>,
+    /// Released in an earlier life, but the reopen no longer reports the
+    /// release: its record was collected and is forgotten, so an append
+    /// may be accepted again (rfcs/0005, "crash windows that remain").
+    forgotten: BTreeSet<RegionId>,
+    /// A corrupted read was injected in this life: holes are allowed.
+    pub corruption: bool,
+}
+
+impl Model {
+    pub fn new(enqueued: bool) -> Model {
+        Model {
+            enqueued,
+            entries: BTreeMap::new(),
+            gone: HashSet::new(),
+            next: 0,
+            life: 1,
+            watermark: HashMap::new(),
+            watermark_ever: HashMap::new(),
+            released: BTreeSet::new(),
+            releasing: BTreeSet::new(),
+            maybe_released: BTreeSet::new(),
+            forgotten: BTreeSet::new(),
+            corruption: false,
+        }
+    }
+
+    /// A new entry for `region`, pending until its append answers.
+    pub fn add(&mut self, region: RegionId, len: usize) -> (Key, Bytes) {
+        let key = self.next;
+        self.next += 1;
+        let data = payload(key, region, len);
+        self.entries.insert(
+            key,
+            Known {
+                region,
+                data: data.clone(),
+                id: None,
+                fate: Fate::Pending,
+                life: self.life,
+            },
+        );
+        (key, data)
+    }
+
+    /// The k-th (modulo) known id of `region`, in id order.
+    pub fn pick(&self, region: RegionId, k: usize) -> Option<u64> {
+        let ids: Vec<u64> = self
+            .entries
+            .values()
+            .filter(|e| e.region == region && matches!(e.fate, Fate::Admitted | Fate::Promised))
+            .filter_map(|e| e.id)
+            .collect::<BTreeSet<_>>()
+            .into_iter()
+            .collect();
+        ids.get(k % ids.len().max(1)).copied()
+    }
+
+    /// The regions of `keys`.
+    pub fn regions_of(&self, keys: &[Key]) -> Vec<RegionId> {
+        keys.iter()
+            .filter_map(|k| self.entries.get(k))
+            .map(|e| e.region)
+            .collect()
+    }
+
+    /// Whether `region`'s release may have been forgotten, so an append
+    /// to it may be refused or accepted.
+    pub fn forgotten(&self, region: RegionId) -> bool {
+        self.forgotten.contains(&region)
+    }
+
+    /// Whether `region` is released as far as this life is concerned.
+    pub fn released_now(&self, region: RegionId) -> bool {
+        self.released.contains(&region) || self.releasing.contains(&region)
+    }
+
+    /// Per region, the largest id known before a step (new ids lie above).
+    pub fn floor(&self) -> HashMap<RegionId, u64> {
+        let mut floor = self.watermark_ever.clone();
+        for e in self.entries.values() {
+            if let Some(id) = e.id {
+                let slot = floor.entry(e.region).or_insert(0);
+                *slot = (*slot).max(id);
+            }
+        }
+        floor
+    }
+
+    /// The keys promised before a step, and those admitted (for `flush`).
+    pub fn snapshot(&self) -> (BTreeSet<Key>, BTreeSet<Key>) {
+        let with = |fate| -> BTreeSet<Key> {
+            self.entries
+                .iter()
+                .filter(|(_, e)| e.fate == fate)
+                .map(|(k, _)| *k)
+                .collect()
+        };
+        (with(Fate::Promised), with(Fate::Admitted))
+    }
+
+    /// The append of `keys` answered `result`; `faulty`: a fault is armed.
+    pub fn appended(
+        &mut self,
+        keys: &[Key],
+        result: &Result<Vec<u64>, objwal::Error>,
+        floor: &HashMap<RegionId, u64>,
+    ) -> Result<(), String> {
+        let regions: Vec<RegionId> = keys.iter().map(|k| self.entries[k].region).collect();
+        let ids = match result {
+            Ok(ids) => ids,
+            Err(e) => {
+                let maybe = !self.enqueued
+                    && matches!(
+                        e,
+                        objwal::Error::Storage { .. }
+                            | objwal::Error::NotDurable { .. }
+                            | objwal::Error::Lost { .. }
+                    );
+                for key in keys {
+                    self.set_fate(*key, if maybe { Fate::Maybe } else { Fate::Refused });
+                }
+                return Ok(());
+            }
+        };
+        if ids.len() != keys.len() {
+            return Err(format!(
+                "append of {} entries returned {} ids",
+                keys.len(),
+                ids.len()
+            ));
+        }
+        if let Some(r) = regions.iter().find(|r| self.released_now(**r)) {
+            return Err(format!(
+                "an append to released region {r} was accepted: {ids:?}"
+            ));
+        }
+        let sequences: BTreeSet<u64> = ids.iter().map(|id| sequence_of(*id)).collect();
+        if sequences.len() != 1 {
+            return Err(format!("one append's ids span objects {sequences:?}"));
+        }
+        let mut last: HashMap<RegionId, u64> = HashMap::new();
+        for ((key, region), id) in keys.iter().zip(&regions).zip(ids) {
+            let above = last.get(region).copied().max(floor.get(region).copied());
+            if above.is_some_and(|a| *id <= a) {
+                return Err(format!(
+                    "region {region} was handed id {id}, not above id {above:?} it had already (L2)"
+                ));
+            }
+            last.insert(*region, *id);
+            if let Some((other, _)) = self
+                .entries
+                .iter()
+                .find(|(k, e)| *k != key && e.region == *region && e.id == Some(*id))
+            {
+                return Err(format!(
+                    "id {id} of region {region} handed out twice (entries {other} and {key})"
+                ));
+            }
+            self.forgotten.remove(region);
+            let e = self.entries.get_mut(key).ok_or("unknown key")?;
+            e.id = Some(*id);
+            e.fate = if self.enqueued {
+                Fate::Admitted
+            } else {
+                Fate::Promised
+            };
+        }
+        Ok(())
+    }
+
+    fn set_fate(&mut self, key: Key, fate: Fate) {
+        if let Some(e) = self.entries.get_mut(&key) {
+            e.fate = fate;
+        }
+    }
+
+    /// Every admitted entry of this life in an object at or below
+    /// `sequence` is durable: objects are indexed in sequence order.
+    fn durable_through(&mut self, sequence: u64) {
+        for e in self.entries.values_mut() {
+            if e.fate == Fate::Admitted && e.id.is_some_and(|id| sequence_of(id) <= sequence) {
+                e.fate = Fate::Promised;
+            }
+        }
+    }
+
+    /// `wait_durable(_, id)` returned `Ok`.
+    pub fn durable(&mut self, id: u64) {
+        self.durable_through(sequence_of(id));
+    }
+
+    /// `flush()` returned `Ok`: what was admitted before it is durable.
+    pub fn flushed(&mut self, admitted_before: &BTreeSet<Key>) {
+        for key in admitted_before {
+            self.set_fate(*key, Fate::Promised);
+        }
+    }
+
+    /// `obsolete(region, id)` returned `Ok`.
+    pub fn obsoleted(&mut self, region: RegionId, id: u64) {
+        for map in [&mut self.watermark, &mut self.watermark_ever] {
+            let slot = map.entry(region).or_insert(0);
+            *slot = (*slot).max(id);
+        }
+    }
+
+    /// `release_region(region)` answered: `Ok`, or an error after which
+    /// the record is kept (in force in memory, durable maybe).
+    pub fn release_answered(&mut self, region: RegionId, ok: bool, kept: bool) {
+        if ok {
+            self.released.insert(region);
+            self.releasing.remove(&region);
+        } else if kept {
+            self.releasing.insert(region);
+        }
+    }
+
+    /// `stop()` returned `Ok`: everything admitted and every kept release
+    /// record is durable.
+    pub fn stopped_ok(&mut self) {
+        self.durable_through(u64::MAX);
+        let kept = std::mem::take(&mut self.releasing);
+        self.released.extend(kept);
+    }
+
+    /// Appends that never answered (their store crashed first): they may
+    /// or may not replay, like a failed one.
+    pub fn unanswered(&mut self, keys: &[Key]) {
+        for key in keys {
+            if self
+                .entries
+                .get(key)
+                .is_some_and(|e| e.fate == Fate::Pending)
+            {
+                self.set_fate(*key, Fate::Maybe);
+            }
+        }
+    }
+
+    /// Entries admitted by a store after it was fenced: never to replay.
+    pub fn refuse(&mut self, keys: &[Key]) {
+        for key in keys {
+            self.set_fate(*key, Fate::Refused);
+        }
+    }
+
+    /// Checks one entry that a read or a replay returned; `None` when it is
+    /// fine, with its key.
+    fn check_entry(&self, region: RegionId, entry: &Entry) -> Result<Key, String> {
+        let key = key_of(&entry.data)
+            .ok_or_else(|| format!("region {region}: a short payload at id {}", entry.id))?;
+        if self.gone.contains(&key) {
+            return Err(format!(
+                "region {region}: entry {key} (id {}) came back after it was gone",
+                entry.id
+            ));
+        }
+        let e = self.entries.get(&key).ok_or_else(|| {
+            format!(
+                "region {region}: id {} holds entry {key}, never appended",
+                entry.id
+            )
+        })?;
+        if e.region != region || entry.region != region || e.data != entry.data {
+            return Err(format!(
+                "region {region} id {}: bytes differ from entry {key} of region {}",
+                entry.id, e.region
+            ));
+        }
+        if e.id.is_some_and(|id| id != entry.id) {
+            return Err(format!(
+                "entry {key} was given id {:?} but reads as id {}",
+                e.id, entry.id
+            ));
+        }
+        if e.fate == Fate::Refused {
+            return Err(format!(
+                "entry {key} (region {region}) was refused, yet it is read back"
+            ));
+        }
+        Ok(key)
+    }
+
+    /// A read of `region` from `from` in this life returned `entries`,
+    /// with `holes` reported after it; `promised_before` as of the step.
+    pub fn read(
+        &mut self,
+        region: RegionId,
+        from: u64,
+        entries: &[Entry],
+        holes: &[Hole],
+        promised_before: &BTreeSet<Key>,
+    ) -> Result<(), String> {
+        if self.released_now(region) && !entries.is_empty() {
+            return Err(format!(
+                "released region {region} read {} entries",
+                entries.len()
+            ));
+        }
+        if !holes.is_empty() && !self.corruption {
+            return Err(format!(
+                "region {region} reports holes {holes:?} with no corrupted read"
+            ));
+        }
+        let watermark = self.watermark.get(&region).copied().unwrap_or(0);
+        let mut last = None;
+        let mut shown = BTreeSet::new();
+        for entry in entries {
+            if entry.id < from || last.is_some_and(|l| entry.id <= l) {
+                return Err(format!(
+                    "region {region} from {from}: id {} after {last:?}",
+                    entry.id
+                ));
+            }
+            last = Some(entry.id);
+            let key = self.check_entry(region, entry)?;
+            let e = &self.entries[&key];
+            if e.fate == Fate::Maybe || e.life != self.life && e.fate != Fate::Promised {
+                return Err(format!(
+                    "region {region}: entry {key} ({:?}) is readable",
+                    e.fate
+                ));
+            }
+            if !self.enqueued && entry.id <= watermark {
+                return Err(format!(
+                    "region {region}: id {} at or below watermark {watermark} is readable",
+                    entry.id
+                ));
+            }
+            shown.insert(key);
+            if let Some(e) = self.entries.get_mut(&key) {
+                e.id = Some(entry.id);
+            }
+        }
+        // What a read shows is indexed, and so is every earlier object.
+        if let Some(top) = last {
+            self.durable_through(sequence_of(top));
+        }
+        let top = last.map_or(0, sequence_of);
+        for (key, e) in &self.entries {
+            let Some(id) = e.id else { continue };
+            let required = e.region == region
+                && id >= from
+                && id > watermark
+                && !self.released_now(region)
+                && (promised_before.contains(key)
+                    || matches!(e.fate, Fate::Promised) && sequence_of(id) <= top);
+            let skipped = holes.iter().any(|h| h.first_id <= id && id <= h.last_id);
+            if required && !shown.contains(key) && !skipped {
+                return Err(format!(
+                    "region {region} from {from}: promised entry {key} (id {id}) is missing from the read ({} shown)",
+                    shown.len()
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Regions whose release must be repeated after a restart.
+    pub fn to_release_again(&self) -> Vec<RegionId> {
+        self.maybe_released.iter().copied().collect()
+    }
+
+    /// `latest_entry_id(region)` must be at least this: the largest id
+    /// acknowledged in this life (durable: promised; enqueued: admitted).
+    pub fn latest_floor(&self, region: RegionId) -> u64 {
+        if self.released_now(region) || self.maybe_released.contains(&region) {
+            return 0;
+        }
+        self.entries
+            .values()
+            .filter(|e| e.region == region && e.life == self.life)
+            .filter(|e| matches!(e.fate, Fate::Admitted | Fate::Promised))
+            .filter_map(|e| e.id)
+            .max()
+            .unwrap_or(0)
+    }
+}
+
+#[path = "reference_restart.rs"]
+mod restart;
+
+#[cfg(test)]
+#[path = "reference_tests.rs"]
+mod tests;

@@ -1,0 +1,123 @@
+//! The reference model at a restart: the replay of every region after a
+//! reopen, a crash or a second opener, checked against every fate, then
+//! settled (what replayed is promised from now on; what did not, where
+//! that was allowed, is gone for good) for the next life.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use objwal::format::sequence_of;
+use objwal::{Entry, RegionId, RegionInfo};
+
+use super::{Fate, Key, Model};
+
+impl Model {
+    /// The store was opened again (a reopen, a crash, a second opener):
+    /// `replay` is every region read from 0, `infos` its `regions()`.
+    /// Checks them and settles every fate.
+    pub fn restarted(
+        &mut self,
+        replay: &BTreeMap<RegionId, Vec<Entry>>,
+        infos: &[RegionInfo],
+    ) -> Result<(), String> {
+        let mut shown: HashMap<Key, u64> = HashMap::new();
+        let mut shown_sequences = BTreeSet::new();
+        let maybe: BTreeSet<RegionId> = self
+            .maybe_released
+            .union(&self.releasing)
+            .copied()
+            .collect();
+        let mut reported = BTreeSet::new();
+        for info in infos {
+            if info.released {
+                reported.insert(info.region);
+                self.released.insert(info.region);
+            } else if self.released.contains(&info.region) {
+                return Err(format!(
+                    "region {}: released, yet the reopen reports it not released",
+                    info.region
+                ));
+            }
+        }
+        for (region, entries) in replay {
+            let mut last = 0;
+            for entry in entries {
+                if entry.id <= last {
+                    return Err(format!(
+                        "replay of region {region}: id {} after {last}",
+                        entry.id
+                    ));
+                }
+                last = entry.id;
+                let key = self.check_entry(*region, entry)?;
+                if shown.insert(key, entry.id).is_some() {
+                    return Err(format!("replay: entry {key} replayed twice"));
+                }
+                shown_sequences.insert(sequence_of(entry.id));
+            }
+            if self.released.contains(region) && !entries.is_empty() {
+                return Err(format!(
+                    "released region {region} replayed {} entries",
+                    entries.len()
+                ));
+            }
+            if maybe.contains(region) && entries.is_empty() {
+                // The release may have landed (and its record been collected).
+                self.released.insert(*region);
+            }
+        }
+        let mut lost_sequences = BTreeSet::new();
+        let mut gone = Vec::new();
+        for (key, e) in &mut self.entries {
+            if let Some(id) = shown.get(key) {
+                e.id = Some(*id);
+                e.fate = Fate::Promised;
+                continue;
+            }
+            gone.push(*key);
+            let obsolete = e
+                .id
+                .is_some_and(|id| id <= self.watermark_ever.get(&e.region).copied().unwrap_or(0));
+            if self.released.contains(&e.region) || obsolete {
+                continue;
+            }
+            match (e.fate, e.id) {
+                (Fate::Promised, id) => {
+                    return Err(format!(
+                        "region {}: promised entry {key} (id {id:?}) did not replay",
+                        e.region
+                    ));
+                }
+                (Fate::Admitted, Some(id)) => {
+                    lost_sequences.insert(sequence_of(id));
+                }
+                _ => {}
+            }
+        }
+        if let Some(s) = lost_sequences.intersection(&shown_sequences).next() {
+            return Err(format!(
+                "object {s} replayed in part: some of its admitted entries were lost"
+            ));
+        }
+        if let (Some(lost), Some(replayed)) = (lost_sequences.first(), shown_sequences.last()) {
+            if lost < replayed {
+                return Err(format!(
+                    "object {lost} was lost but the later object {replayed} replayed"
+                ));
+            }
+        }
+        for key in gone {
+            self.entries.remove(&key);
+            self.gone.insert(key);
+        }
+        self.maybe_released = maybe.difference(&self.released).copied().collect();
+        // A release the reopen does not report had its record collected.
+        let forgotten: Vec<RegionId> = self.released.difference(&reported).copied().collect();
+        self.forgotten.extend(forgotten);
+        self.released = reported;
+        self.releasing.clear();
+        self.watermark.clear();
+        self.corruption = false;
+        self.life += 1;
+        Ok(())
+    }
+}

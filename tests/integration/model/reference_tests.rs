@@ -1,0 +1,180 @@
+//! The reference model's rules on hand-written answers: each rule refuses
+//! the answer that breaks it and accepts the one that keeps it, so a model
+//! that stopped checking something fails here.
+
+use std::collections::{BTreeMap, HashMap};
+
+use objwal::format::entry_id;
+use objwal::{Entry, Hole};
+
+use super::*;
+
+fn entry(model: &Model, key: Key, id: u64) -> Entry {
+    let e = &model.entries[&key];
+    Entry {
+        region: e.region,
+        id,
+        data: e.data.clone(),
+    }
+}
+
+/// A model in `enqueued` mode with `n` entries of region 1 appended one
+/// append each, the i-th at sequence 10 + i.
+fn appended(enqueued: bool, n: u32) -> (Model, Vec<(Key, u64)>) {
+    let mut model = Model::new(enqueued);
+    let mut keys = Vec::new();
+    for i in 0..n {
+        let (key, _) = model.add(1, 8);
+        let id = entry_id(10 + u64::from(i), 1);
+        model
+            .appended(&[key], &Ok(vec![id]), &HashMap::new())
+            .unwrap();
+        keys.push((key, id));
+    }
+    (model, keys)
+}
+
+fn replay(model: &Model, keys: &[(Key, u64)]) -> BTreeMap<u64, Vec<Entry>> {
+    let entries = keys.iter().map(|(k, id)| entry(model, *k, *id)).collect();
+    BTreeMap::from([(1, entries)])
+}
+
+#[test]
+fn a_promised_entry_must_replay_exactly_once() {
+    let (mut model, keys) = appended(false, 2);
+    let missing = replay(&model, &keys[..1]);
+    assert!(model.restarted(&missing, &[]).is_err());
+    let (mut model, keys) = appended(false, 2);
+    let twice = replay(&model, &[keys[0], keys[1], keys[1]]);
+    assert!(model.restarted(&twice, &[]).is_err());
+    let (mut model, keys) = appended(false, 2);
+    let all = replay(&model, &keys);
+    model.restarted(&all, &[]).unwrap();
+    // Replayed once, it must replay at every later restart.
+    assert!(model.restarted(&replay(&model, &keys[..1]), &[]).is_err());
+}
+
+#[test]
+fn what_was_never_appended_released_or_gone_must_not_replay() {
+    let (mut model, keys) = appended(false, 1);
+    let mut stranger = replay(&model, &keys);
+    stranger.get_mut(&1).unwrap().push(Entry {
+        region: 1,
+        id: entry_id(20, 1),
+        data: bytes::Bytes::from_static(b"\xff\xff\x00\x00\x01junk"),
+    });
+    assert!(model.restarted(&stranger, &[]).is_err(), "never appended");
+    let (mut model, keys) = appended(false, 1);
+    model.release_answered(1, true, true);
+    assert!(
+        model.restarted(&replay(&model, &keys), &[]).is_err(),
+        "released"
+    );
+    // An entry that failed and did not replay is gone for good.
+    let mut model = Model::new(false);
+    let (key, _) = model.add(1, 8);
+    let failed = Err(objwal::Error::NotDurable { reason: "x".into() });
+    model.appended(&[key], &failed, &HashMap::new()).unwrap();
+    model.restarted(&BTreeMap::new(), &[]).unwrap();
+    let back = replay(&model_with(key, 1), &[(key, entry_id(5, 1))]);
+    assert!(model.restarted(&back, &[]).is_err(), "gone, then back");
+}
+
+/// A model that knows `key` of `region` (to build its bytes).
+fn model_with(key: Key, region: u64) -> Model {
+    let mut m = Model::new(false);
+    while m.next <= key {
+        m.add(region, 8);
+    }
+    m
+}
+
+#[test]
+fn enqueued_losses_are_whole_objects_and_a_suffix() {
+    let (mut model, keys) = appended(true, 3);
+    model.restarted(&replay(&model, &keys[..1]), &[]).unwrap();
+    let (mut model, keys) = appended(true, 3);
+    assert!(
+        model
+            .restarted(&replay(&model, &[keys[0], keys[2]]), &[])
+            .is_err(),
+        "not a suffix"
+    );
+    let (mut model, keys) = appended(true, 3);
+    model.durable(keys[1].1);
+    assert!(
+        model.restarted(&replay(&model, &keys[..1]), &[]).is_err(),
+        "a barrier's entry lost"
+    );
+}
+
+#[test]
+fn reads_show_what_is_promised_and_hide_what_is_obsolete_or_released() {
+    let (mut model, keys) = appended(false, 2);
+    let (promised, _) = model.snapshot();
+    let one = [entry(&model, keys[1].0, keys[1].1)];
+    assert!(
+        model.read(1, 0, &one, &[], &promised).is_err(),
+        "promised entry missing"
+    );
+    model.obsoleted(1, keys[0].1);
+    model.read(1, 0, &one, &[], &promised).unwrap();
+    let both = [entry(&model, keys[0].0, keys[0].1), one[0].clone()];
+    assert!(
+        model.read(1, 0, &both, &[], &promised).is_err(),
+        "obsolete entry readable"
+    );
+    model.release_answered(1, false, true);
+    assert!(
+        model.read(1, 0, &one, &[], &promised).is_err(),
+        "released region readable"
+    );
+    model.read(1, 0, &[], &[], &promised).unwrap();
+}
+
+#[test]
+fn a_hole_is_allowed_only_after_a_corrupted_read_and_only_where_it_says() {
+    let (mut model, keys) = appended(false, 2);
+    let (promised, _) = model.snapshot();
+    let hole = Hole {
+        region: 1,
+        key: "k".into(),
+        sequence: 10,
+        first_id: keys[0].1,
+        last_id: keys[0].1,
+    };
+    let rest = [entry(&model, keys[1].0, keys[1].1)];
+    assert!(model
+        .read(1, 0, &rest, std::slice::from_ref(&hole), &promised)
+        .is_err());
+    model.corruption = true;
+    model
+        .read(1, 0, &rest, std::slice::from_ref(&hole), &promised)
+        .unwrap();
+    assert!(
+        model.read(1, 0, &[], &[hole], &promised).is_err(),
+        "outside the hole"
+    );
+}
+
+#[test]
+fn appends_must_be_refused_on_released_regions_and_ids_must_rise() {
+    let mut model = Model::new(false);
+    model.release_answered(2, true, true);
+    let (key, _) = model.add(2, 8);
+    assert!(model
+        .appended(&[key], &Ok(vec![entry_id(3, 1)]), &HashMap::new())
+        .is_err());
+    let (key, _) = model.add(1, 8);
+    let floor = HashMap::from([(1, entry_id(3, 1))]);
+    assert!(model
+        .appended(&[key], &Ok(vec![entry_id(3, 1)]), &floor)
+        .is_err());
+    let (a, _) = model.add(1, 8);
+    let (b, _) = model.add(3, 8);
+    let split = Ok(vec![entry_id(4, 1), entry_id(5, 1)]);
+    assert!(
+        model.appended(&[a, b], &split, &HashMap::new()).is_err(),
+        "one append, two objects"
+    );
+}
