@@ -170,7 +170,8 @@
 //!   process starts its data above what it listed plus 64.
 //! - **W6 markers**: beyond reach a process lands only an empty marker, and
 //!   a newer process deletes an older process's empty object it meets at one
-//!   of its data sequences (nothing was built on it).
+//!   of its data sequences (nothing was built on it); one landing again is a
+//!   transient failure of the create, never a stale sequence.
 //! - **W7 dense fences**: a claim moves to the next epoch only after reading
 //!   another opener's fence; an "exists" answer over nothing is repeated.
 //!

@@ -35,9 +35,13 @@ pub(crate) enum CreateOutcome {
     Conflict { epoch: Option<u64> },
 }
 
-/// Deletes of an older process's marker a data create makes before it
-/// reports the sequence stale (the marker's writer may repeat its create
-/// once or twice before its next probe fences it).
+/// Deletes of an older process's marker one data create makes before it
+/// reports a transient failure, so that the caller repeats it later with
+/// its backoff (the marker's writer may repeat its create, and a request of
+/// it that timed out may still land, until its next probe fences it). A
+/// marker is never a reason to report the sequence stale: that would lose
+/// the batch for an object that holds nothing (the fencing model found it,
+/// `fencing_model::w6_never_gives_up_on_an_older_marker`).
 const MARKER_DELETES: usize = 3;
 
 /// Creates a data object (a batch) at one of this process's data sequences:
@@ -69,7 +73,18 @@ pub(crate) async fn create_data_object(
         }
         outcome = create_object(storage, key, bytes.clone(), epoch).await;
     }
-    outcome
+    match outcome {
+        CreateOutcome::Stale { epoch: older } if is_empty_object(storage, key).await => {
+            CreateOutcome::Failed(
+                StorageError::transient(format!(
+                    "an empty object of the older epoch {older} landed again at this data \
+                     sequence after {MARKER_DELETES} deletes; the create is repeated later"
+                ))
+                .with_key(key),
+            )
+        }
+        other => other,
+    }
 }
 
 /// Whether `key` holds an empty objwal object (no segment, no release

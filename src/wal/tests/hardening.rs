@@ -490,3 +490,81 @@ async fn an_encode_failure_counts_the_acknowledged_entries_it_loses() {
         "stop said {stopped} after losing two acknowledged entries"
     );
 }
+
+/// Before each create of a data object, while `plants` remain, lands an
+/// empty object of epoch 1 at its key: an older process's marker whose
+/// repeated or timed-out creates land again after every delete.
+#[derive(Debug)]
+struct PlantMarkers {
+    inner: Storage,
+    prefix: crate::storage::keys::Prefix,
+    armed: std::sync::atomic::AtomicBool,
+    plants: AtomicUsize,
+}
+
+#[async_trait::async_trait]
+impl ObjectStorage for PlantMarkers {
+    async fn create(&self, key: &str, data: Bytes) -> Result<Created, StorageError> {
+        if let Some(sequence) = self.prefix.parse_object_key(key) {
+            let planting = self.armed.load(Ordering::SeqCst)
+                && self
+                    .plants
+                    .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+                    .is_ok();
+            if planting {
+                let marker = format::Object {
+                    header: format::Header {
+                        sequence,
+                        epoch: 1,
+                        link: None,
+                        reclaim_boundary: sequence,
+                    },
+                    segments: Vec::new(),
+                    releases: Vec::new(),
+                };
+                self.inner
+                    .create(key, format::encode(&marker).unwrap())
+                    .await?;
+            }
+        }
+        self.inner.create(key, data).await
+    }
+    async fn read(&self, key: &str, range: Range<u64>) -> Result<Bytes, StorageError> {
+        self.inner.read(key, range).await
+    }
+    async fn list(&self, prefix: &str) -> Result<Vec<ObjectMeta>, StorageError> {
+        self.inner.list(prefix).await
+    }
+    async fn delete(&self, key: &str) -> Result<(), StorageError> {
+        self.inner.delete(key).await
+    }
+}
+
+/// Found by the fencing model (`fencing_model::w6_never_gives_up_on_an_older_marker`):
+/// a data create deleted an older process's marker at most three times and
+/// then reported the sequence stale, and a stale batch poisons an enqueued
+/// writer, losing what it admitted. A marker landing a fourth time now
+/// fails the create transiently; it is repeated and the entry acknowledged.
+#[tokio::test(start_paused = true)]
+async fn an_older_marker_landing_four_times_never_poisons_a_newer_enqueued_writer() {
+    let inner = Storage::new(MemoryStorage::new());
+    let prefix = "h-marker-landings";
+    let first = Wal::open(inner.clone(), prefix, config()).await.unwrap();
+    first.stop().await.unwrap();
+    let planting = Arc::new(PlantMarkers {
+        inner: inner.clone(),
+        prefix: crate::storage::keys::Prefix::new(prefix).unwrap(),
+        armed: false.into(),
+        plants: AtomicUsize::new(4),
+    });
+    let storage = Storage::from_arc(planting.clone());
+    let newer = Wal::open(storage, prefix, mode(AckMode::Enqueued))
+        .await
+        .unwrap();
+    planting.armed.store(true, Ordering::SeqCst);
+    let ids = newer.append(vec![(7, b("kept"))]).await.unwrap();
+    within(newer.wait_durable(7, ids[0])).await.unwrap();
+    assert_eq!(planting.plants.load(Ordering::SeqCst), 0, "four landings");
+    newer.stop().await.unwrap();
+    assert_eq!(replays(&inner, prefix, 7).await, ids);
+}
