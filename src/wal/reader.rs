@@ -224,7 +224,12 @@ impl ReadState {
         self.paged_out = self.caught_up && idle;
         for segment in page.segments {
             let from = self.next.max(page.watermark.saturating_add(1));
-            self.next = self.next.max(segment.index.last_id.saturating_add(1));
+            match segment.index.last_id.checked_add(1) {
+                Some(after) => self.next = self.next.max(after),
+                // Nothing follows id u64::MAX: no page after this one (a
+                // saturated cursor asked for the same segment forever).
+                None => self.paged_out = true,
+            }
             self.queued.push_back(Wanted { segment, from });
         }
         Ok(())

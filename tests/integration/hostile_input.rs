@@ -562,10 +562,9 @@ async fn a_foreign_object_at_a_sequence_key_is_a_clear_error() {
     );
 }
 
+/// Found by the recovery fuzz target: the reader's cursor saturated at
+/// u64::MAX and the stream repeated the last segment forever.
 #[tokio::test]
-#[ignore = "the reader's cursor saturates at u64::MAX and the stream repeats the \
-            last segment forever (src/wal/reader.rs, the lead's area): reported; \
-            found by the recovery fuzz target"]
 async fn a_read_of_a_region_ending_at_id_u64_max_ends() {
     let fixture = std::fs::read(
         Path::new(env!("CARGO_MANIFEST_DIR")).join("compatibility/v1/max_sequence.wal"),
