@@ -28,7 +28,7 @@
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use futures::StreamExt;
-use objwal::{Config, ObjectStorage, Storage, Wal};
+use objwal::{ObjectStorage, Storage, Wal};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
@@ -277,7 +277,7 @@ impl Gate<'_> {
     async fn reopen_and_check(&mut self, life: u32, log: &str) -> Result<CycleReport, CliError> {
         let mut check = self.history.absorb(life, log);
         let started = Instant::now();
-        let wal = Wal::open(self.storage.clone(), self.prefix, Config::default()).await?;
+        let wal = Wal::open(self.storage.clone(), self.prefix, crate::store::base()).await?;
         self.recoveries.push(started.elapsed());
         let replay = async {
             for info in wal.regions().await? {

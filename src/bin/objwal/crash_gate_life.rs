@@ -23,6 +23,7 @@ impl Gate<'_> {
             .map_err(|e| CliError::Failed(format!("cannot find the objwal binary: {e}")))?;
         let a = life_args(self.args, self.url.to_owned(), life, seed);
         let mut command = tokio::process::Command::new(exe);
+        crate::store::forward_config(&mut command);
         if self.verbose > 0 {
             command.arg(format!("-{}", "v".repeat(usize::from(self.verbose))));
         }

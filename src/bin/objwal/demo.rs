@@ -156,7 +156,7 @@ pub async fn run(prefix: &str, verbose: u8, args: DemoArgs) -> CliResult {
 
     let started = Instant::now();
     let handoff_storage = storage.clone();
-    let wal = Wal::open(storage, prefix, objwal::Config::default()).await?;
+    let wal = Wal::open(storage, prefix, crate::store::base()).await?;
     let open_time = started.elapsed();
     let mut checker = Checker::new(&log, enqueued, earlier, run);
     let replay = replay(&wal, args.regions, &mut checker).await;
@@ -245,6 +245,7 @@ async fn run_child(
     let exe = std::env::current_exe()
         .map_err(|e| CliError::Failed(format!("cannot find the objwal binary: {e}")))?;
     let mut command = tokio::process::Command::new(exe);
+    crate::store::forward_config(&mut command);
     if verbose > 0 {
         command.arg(format!("-{}", "v".repeat(usize::from(verbose))));
     }

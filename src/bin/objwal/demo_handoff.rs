@@ -11,7 +11,7 @@
 //! order, with ids above every id A handed out, and that A's log reads
 //! region 1 as empty and its other regions whole.
 
-use objwal::{Config, Storage, Wal, WalReader};
+use objwal::{Storage, Wal, WalReader};
 
 use crate::{CliError, CliResult};
 
@@ -32,7 +32,7 @@ fn payload(region: u64, n: usize) -> String {
 pub async fn run(storage: &Storage, prefix: &str, run: u32) -> CliResult {
     let base = format!("{prefix}/handoff-{run:08x}");
     let (a_prefix, b_prefix) = (format!("{base}/node-a"), format!("{base}/node-b"));
-    let config = Config::default();
+    let config = crate::store::base();
     let a = Wal::open(storage.clone(), &a_prefix, config.clone())
         .await
         .map_err(failed("opening node A"))?;

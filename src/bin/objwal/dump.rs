@@ -31,9 +31,10 @@ pub struct DumpArgs {
     /// The region to dump.
     #[arg(long)]
     region: u64,
-    /// The first entry id to show.
-    #[arg(long, default_value_t = 0)]
-    from: u64,
+    /// The first entry id to show: SEQUENCE.POSITION (as `inspect` and
+    /// this listing print ids) or a plain integer.
+    #[arg(long, default_value = "0")]
+    from: objwal::id::Dotted,
     /// Write binary frames (id u64 LE, length u32 LE, payload) to stdout
     /// instead of a listing.
     #[arg(long)]
@@ -57,7 +58,7 @@ pub async fn run(prefix: &str, args: DumpArgs) -> CliResult {
     store::objects(&storage, &parsed).await?;
     let config = Config {
         on_damaged_object: DamagePolicy::Quarantine,
-        ..Config::default()
+        ..crate::store::base()
     };
     let reader = WalReader::open(storage, prefix, config).await?;
     let regions: Vec<u64> = (reader.regions().iter())
@@ -81,7 +82,7 @@ pub async fn run(prefix: &str, args: DumpArgs) -> CliResult {
     let holes: Vec<_> = reader
         .holes(args.region)
         .into_iter()
-        .filter(|h| h.last_id >= args.from)
+        .filter(|h| h.last_id >= args.from.0)
         .collect();
     if !holes.is_empty() {
         return Err(CliError::Failed(format!(
@@ -103,7 +104,7 @@ enum Output {
 }
 
 async fn write_entries(reader: &WalReader, args: &DumpArgs) -> Result<(), Output> {
-    let mut entries = Box::pin(reader.read(args.region, args.from));
+    let mut entries = Box::pin(reader.read(args.region, args.from.0));
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     let (mut count, mut bytes) = (0u64, 0u64);
     let write_err = Output::Write;

@@ -30,7 +30,7 @@ impl Health {
     pub async fn of(storage: &Storage, prefix: &Prefix) -> Health {
         let config = Config {
             on_damaged_object: DamagePolicy::Quarantine,
-            ..Config::default()
+            ..crate::store::base()
         };
         match WalReader::open(storage.clone(), prefix.as_str(), config).await {
             Ok(reader) => Health {

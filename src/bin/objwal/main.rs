@@ -55,6 +55,10 @@ struct Cli {
     /// Tracing logs on stderr (-v info, -vv debug, -vvv trace); RUST_LOG wins.
     #[arg(short, long, global = true, action = clap::ArgAction::Count)]
     verbose: u8,
+    /// A TOML configuration file (keys as in objwal.toml); a command's own
+    /// options override it.
+    #[arg(long, global = true, value_name = "FILE")]
+    config: Option<std::path::PathBuf>,
     #[command(subcommand)]
     command: Command,
 }
@@ -114,9 +118,9 @@ impl From<objwal::Error> for CliError {
     /// is a failure.
     fn from(e: objwal::Error) -> Self {
         match e {
-            objwal::Error::InvalidArgument { .. } | objwal::Error::InvalidConfig { .. } => {
-                CliError::Usage(e.to_string())
-            }
+            objwal::Error::InvalidArgument { .. }
+            | objwal::Error::InvalidConfig { .. }
+            | objwal::Error::Config { .. } => CliError::Usage(e.to_string()),
             other => CliError::Failed(other.to_string()),
         }
     }
@@ -138,6 +142,12 @@ fn main() -> ExitCode {
         Err(e) => e.exit(),
     };
     init_tracing(cli.verbose);
+    if let Some(path) = &cli.config {
+        if let Err(e) = store::load_base(path) {
+            eprintln!("objwal: {}", e.message());
+            return ExitCode::from(e.exit_code());
+        }
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

@@ -21,7 +21,7 @@
 use bytes::Bytes;
 use objwal::storage::keys::Prefix;
 use objwal::wal::damage::quarantine_key;
-use objwal::{Config, Created, ObjectStorage, Storage, WalReader};
+use objwal::{Created, ObjectStorage, Storage, WalReader};
 
 use crate::health::Health;
 use crate::{store, CliError, CliResult};
@@ -133,7 +133,7 @@ async fn whole(storage: &Storage, key: &str) -> Result<Bytes, CliError> {
 
 /// Opens the prefix as a default `Wal::open` would and prints its holes.
 async fn opens_now(storage: &Storage, prefix: &Prefix) -> CliResult {
-    let reader = WalReader::open(storage.clone(), prefix.as_str(), Config::default())
+    let reader = WalReader::open(storage.clone(), prefix.as_str(), crate::store::base())
         .await
         .map_err(|e| CliError::Failed(format!("the prefix still does not open: {e}")))?;
     out!(

@@ -75,9 +75,37 @@ pub fn prefix(prefix: &str) -> Result<Prefix, CliError> {
     Prefix::new(prefix).map_err(|e| CliError::Usage(e.to_string()))
 }
 
-/// A configuration from the library's defaults and `overrides`, written
-/// as in a config file (`"flush_interval": "10ms"`, `"max_batch_bytes":
-/// "8MiB"`), then validated: the library's own parsing and messages.
+/// The configuration file `--config` named, read once by `main`.
+static BASE: std::sync::OnceLock<(std::path::PathBuf, Config)> = std::sync::OnceLock::new();
+
+/// Reads `--config FILE` (`Config::from_file`: every key optional, unknown
+/// keys refused, validated) as the base of every command's configuration.
+/// A file that is missing or refused is bad input.
+pub fn load_base(path: &std::path::Path) -> Result<(), CliError> {
+    let config = Config::from_file(path)?;
+    // `main` calls this once, before any command reads the base.
+    let _ = BASE.set((path.to_owned(), config));
+    Ok(())
+}
+
+/// The configuration a command starts from: the `--config` file's, else
+/// the library's defaults.
+pub fn base() -> Config {
+    BASE.get().map(|(_, c)| c.clone()).unwrap_or_default()
+}
+
+/// Passes `--config FILE` on to a child process of this binary (the
+/// demo's writer, the crash gate's lives), so that it runs with the same
+/// configuration.
+pub fn forward_config(command: &mut tokio::process::Command) {
+    if let Some((path, _)) = BASE.get() {
+        command.arg("--config").arg(path);
+    }
+}
+
+/// A configuration from [`base`] and `overrides`, written as in a config
+/// file (`"flush_interval": "10ms"`, `"max_batch_bytes": "8MiB"`), then
+/// validated: the library's own parsing and messages.
 pub fn config(overrides: serde_json::Map<String, serde_json::Value>) -> Result<Config, CliError> {
     // serde_json does not name the field it refused: try each alone.
     for (field, value) in &overrides {
@@ -88,7 +116,16 @@ pub fn config(overrides: serde_json::Map<String, serde_json::Value>) -> Result<C
             )));
         }
     }
-    let config: Config = serde_json::from_value(serde_json::Value::Object(overrides))
+    let mut merged = match serde_json::to_value(base()) {
+        Ok(serde_json::Value::Object(map)) => map,
+        _ => {
+            return Err(CliError::Failed(
+                "the base configuration does not serialize as a map".into(),
+            ))
+        }
+    };
+    merged.extend(overrides);
+    let config: Config = serde_json::from_value(serde_json::Value::Object(merged))
         .map_err(|e| CliError::Usage(format!("invalid configuration: {e}")))?;
     config.validate()?;
     Ok(config)

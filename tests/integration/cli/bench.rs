@@ -167,3 +167,59 @@ fn baseline_probe_ms(out: &str) -> f64 {
     let after = line.split_once(" p50 ").unwrap().1;
     after.split_whitespace().next().unwrap().parse().unwrap()
 }
+
+/// `--config FILE` is the base of a command's configuration: its values
+/// show in the bench's config line, the command's own options override it,
+/// and a file that is missing or refused is bad input (exit 2) naming the
+/// file and the key.
+#[test]
+fn every_command_takes_a_config_file_its_options_override() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("objwal.toml");
+    std::fs::write(
+        &file,
+        "max_batch_bytes = \"3MiB\"\nmax_inflight_creates = 3\nflush_interval = \"7ms\"\n",
+    )
+    .unwrap();
+    let config = file.to_str().unwrap();
+    let bench = |extra: &[&str]| {
+        let mut args = vec!["--config", config, "bench", "--store", "memory://"];
+        args.extend_from_slice(&["--seconds", "0.2", "--rounds", "1"]);
+        args.extend_from_slice(extra);
+        objwal(&args)
+    };
+    let o = bench(&[]);
+    assert_exit(&o, 0);
+    let line = stdout(&o)
+        .lines()
+        .find(|l| l.starts_with("config:"))
+        .unwrap()
+        .to_owned();
+    for part in [
+        "flush_interval 7ms",
+        "max_batch_bytes 3145728",
+        "max_inflight_creates 3",
+    ] {
+        assert!(line.contains(part), "{part:?} missing from {line:?}");
+    }
+    let o = bench(&["--max-inflight-creates", "2"]);
+    assert_exit(&o, 0);
+    assert!(
+        stdout(&o).contains("max_inflight_creates 2,"),
+        "{}",
+        stdout(&o)
+    );
+
+    std::fs::write(&file, "max_inflight_creatse = 3\n").unwrap();
+    let o = objwal(&["--config", config, "inspect", "memory://"]);
+    assert_exit(&o, 2);
+    assert!(
+        stderr(&o).contains("max_inflight_creatse") && stderr(&o).contains("objwal.toml"),
+        "{}",
+        stderr(&o)
+    );
+    let missing = dir.path().join("none.toml");
+    let o = objwal(&["--config", missing.to_str().unwrap(), "inspect", "memory://"]);
+    assert_exit(&o, 2);
+    assert!(stderr(&o).contains("none.toml"), "{}", stderr(&o));
+}
