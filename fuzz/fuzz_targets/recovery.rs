@@ -84,7 +84,7 @@ fuzz_target!(|data: &[u8]| {
         let Ok(reader) = WalReader::open(storage, "t", Config::default()).await else {
             return;
         };
-        let mut regions = reader.regions();
+        let mut regions: Vec<u64> = reader.regions().iter().map(|r| r.region).collect();
         regions.push(RELEASE_REGION);
         for region in regions {
             let mut stream = Box::pin(reader.read(region, 0));
