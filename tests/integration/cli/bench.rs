@@ -219,7 +219,12 @@ fn every_command_takes_a_config_file_its_options_override() {
         stderr(&o)
     );
     let missing = dir.path().join("none.toml");
-    let o = objwal(&["--config", missing.to_str().unwrap(), "inspect", "memory://"]);
+    let o = objwal(&[
+        "--config",
+        missing.to_str().unwrap(),
+        "inspect",
+        "memory://",
+    ]);
     assert_exit(&o, 2);
     assert!(stderr(&o).contains("none.toml"), "{}", stderr(&o));
 }

@@ -157,6 +157,22 @@ async fn inspect_verify_and_dump_show_what_the_library_wrote() {
         "--prefix", "t", "dump", &store, "--region", "1", "--from", &from,
     ]);
     assert!(!stdout(&o).contains("hello") && stdout(&o).contains("again"));
+    // The id as the listings print it, SEQUENCE.POSITION, is accepted too.
+    let dotted = objwal::id::Dotted(again).to_string();
+    assert!(dotted.contains('.'), "{dotted}");
+    let o = objwal(&[
+        "--prefix", "t", "dump", &store, "--region", "1", "--from", &dotted,
+    ]);
+    assert_exit(&o, 0);
+    assert!(
+        !stdout(&o).contains("hello") && stdout(&o).contains("again"),
+        "{}",
+        stdout(&o)
+    );
+    let o = objwal(&[
+        "--prefix", "t", "dump", &store, "--region", "1", "--from", "1.x",
+    ]);
+    assert_exit(&o, 2);
 }
 
 /// `dump --raw` frames each entry (id u64 LE, length u32 LE, payload), so
