@@ -10,7 +10,7 @@ use crate::config::AckMode;
 use crate::format;
 use crate::storage::fault::{FaultyStorage, Op};
 use crate::storage::{MemoryStorage, StorageErrorKind};
-use crate::{EarlySeals, WalReader};
+use crate::EarlySeals;
 use bytes::Bytes;
 
 use super::*;
@@ -21,19 +21,6 @@ fn mode(ack_mode: AckMode) -> Config {
         max_unpersisted_age: Duration::from_secs(3600),
         ..config()
     }
-}
-
-/// Every acknowledged entry of `region` replays from a fresh reader.
-async fn replays(storage: &Storage, prefix: &str, region: RegionId) -> Vec<EntryId> {
-    let reader = WalReader::open(storage.clone(), prefix, config())
-        .await
-        .unwrap();
-    let mut stream = Box::pin(reader.read(region, 0));
-    let mut ids = Vec::new();
-    while let Some(entry) = stream.next().await {
-        ids.push(entry.unwrap().id);
-    }
-    ids
 }
 
 /// Item 1: a process of epoch 2 starts its data 64 sequences after its start

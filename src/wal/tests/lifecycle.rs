@@ -6,21 +6,9 @@ use std::time::Duration;
 use crate::config::AckMode;
 use crate::storage::fault::Op;
 use crate::storage::StorageErrorKind;
-use crate::{EarlySeals, WalReader};
+use crate::EarlySeals;
 
 use super::*;
-
-async fn replayed(t: &Bench, region: RegionId) -> Vec<EntryId> {
-    let reader = WalReader::open(t.storage.clone(), &t.prefix, config())
-        .await
-        .unwrap();
-    let mut stream = Box::pin(reader.read(region, 0));
-    let mut ids = Vec::new();
-    while let Some(entry) = stream.next().await {
-        ids.push(entry.unwrap().id);
-    }
-    ids
-}
 
 /// A deploy's restart used to fail the callers of the open batch and of
 /// creates not yet started with `Stopped`: now stop uploads and
@@ -59,7 +47,7 @@ async fn a_durable_stop_acknowledges_the_open_batch_and_creates_not_yet_started(
         acked.extend(within(append).await.unwrap().unwrap());
     }
     within(stop).await.unwrap().unwrap();
-    assert_eq!(replayed(&t, 1).await, acked);
+    assert_eq!(replays(&t.storage, &t.prefix, 1).await, acked);
 }
 
 /// A durable stop repeats a failed create within `stop_attempts` and still
@@ -75,7 +63,7 @@ async fn a_durable_stop_repeats_a_failed_create_within_its_budget() {
         .fail_next(Op::Create, "/objects/", 2, StorageErrorKind::Transient);
     within(wal.stop()).await.unwrap();
     let ids = within(append).await.unwrap().unwrap();
-    assert_eq!(replayed(&t, 1).await, ids);
+    assert_eq!(replays(&t.storage, &t.prefix, 1).await, ids);
     assert_eq!(t.faulty.counts().create.failures, 2);
 }
 
@@ -143,7 +131,11 @@ async fn flush_under_concurrent_appends_makes_everything_admitted_before_it_dura
     }
     within(wal.stop()).await.unwrap();
     for (region, ids) in all {
-        assert_eq!(replayed(&t, region).await, ids, "region {region}");
+        assert_eq!(
+            replays(&t.storage, &t.prefix, region).await,
+            ids,
+            "region {region}"
+        );
     }
 }
 

@@ -252,6 +252,19 @@ pub(crate) async fn try_read(
     Ok(out)
 }
 
+/// The ids of `region` a fresh reader of `prefix` replays, in order.
+pub(crate) async fn replays(storage: &Storage, prefix: &str, region: RegionId) -> Vec<EntryId> {
+    let reader = crate::WalReader::open(storage.clone(), prefix, config())
+        .await
+        .unwrap();
+    let mut stream = Box::pin(reader.read(region, 0));
+    let mut ids = Vec::new();
+    while let Some(entry) = stream.next().await {
+        ids.push(entry.unwrap().id);
+    }
+    ids
+}
+
 pub(crate) async fn read(wal: &Wal, region: RegionId) -> Vec<String> {
     try_read(wal, region, 0)
         .await
