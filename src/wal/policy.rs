@@ -17,7 +17,7 @@
 //! token too (into debt, at most one burst deep), so over any window objects
 //! that are not full stay within the budget (or one per flush interval, if
 //! that is more) plus two bursts; full batches and requested seals never wait
-//! for tokens. See rfcs/0007-sealing.md.
+//! for tokens. See rfcs/0008-sealing.md.
 
 use std::time::Duration;
 
