@@ -29,6 +29,22 @@ mod state;
 
 use std::collections::HashMap;
 
+/// Logs a line of an exploration's report through `tracing` at info level,
+/// to the test's captured output (`-- --nocapture` shows the figures that
+/// rfcs/0006, section Model, quotes).
+macro_rules! report {
+    ($($arg:tt)*) => {{
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::new("info"))
+            .with_test_writer()
+            .without_time()
+            .with_target(false)
+            .with_ansi(false)
+            .try_init();
+        tracing::info!("{}", format_args!($($arg)*));
+    }};
+}
+
 use explore::{explore, Coverage, Report};
 use protocol::{Bounds, Creates, DataStart, Mode, Model, Property, Rules};
 use state::State;
@@ -177,7 +193,7 @@ fn the_protocol_as_it_was_loses_to_the_gap() {
             "{}",
             found.violation
         );
-        println!("the gap, {name} ({}):\n{found}", summary(&model, &r));
+        report!("the gap, {name} ({}):\n{found}", summary(&model, &r));
     }
 }
 
@@ -198,7 +214,7 @@ fn the_claim_as_it_was_skips_an_epoch() {
             .found
             .get(&property)
             .unwrap_or_else(|| panic!("{property:?} must fail: {}", summary(&model, &r)));
-        println!(
+        report!(
             "the skipped epoch, {property:?} ({}):\n{found}",
             summary(&model, &r)
         );
@@ -236,7 +252,7 @@ fn holds(rules: Rules, matrix: Vec<Bounds>, min_states: usize) -> Coverage {
     let mut total = Coverage::default();
     let mut states = 0;
     for (model, r) in models.iter().zip(&reports) {
-        println!("{}", summary(model, r));
+        report!("{}", summary(model, r));
         assert!(!r.truncated, "not exhaustive: {}", summary(model, r));
         if let Some(found) = r.found.values().next() {
             panic!("the fixed protocol fails under {}:\n{found}", model.bounds);
@@ -249,7 +265,7 @@ fn holds(rules: Rules, matrix: Vec<Bounds>, min_states: usize) -> Coverage {
         states += r.states;
         total.add(&r.coverage);
     }
-    println!("{states} states in all; {total:?}");
+    report!("{states} states in all; {total:?}");
     assert!(states >= min_states, "{states} states explored in all");
     total
 }
@@ -388,7 +404,7 @@ fn each_rule_of_the_fixed_protocol_is_needed() {
     let mut missed = Vec::new();
     for ((name, _, _, property), (model, r)) in mutations.iter().zip(models.iter().zip(&reports)) {
         match r.found.get(property) {
-            Some(found) => println!("{name} ({}):\n{found}", summary(model, r)),
+            Some(found) => report!("{name} ({}):\n{found}", summary(model, r)),
             None => missed.push(format!(
                 "{name}: no {property:?} violation in {}",
                 summary(model, r)
@@ -429,7 +445,7 @@ fn w6_never_gives_up_on_an_older_marker() {
         "{}",
         found.violation
     );
-    println!(
+    report!(
         "W6 as first fixed gives up ({}):\n{found}",
         summary(&gave_up, &r)
     );
@@ -496,6 +512,6 @@ fn candidates() {
             bounds,
         };
         let r = explore(&model, true, &[], 50_000_000);
-        println!("{}", summary(&model, &r));
+        report!("{}", summary(&model, &r));
     }
 }
