@@ -175,17 +175,7 @@ async fn run(history: History, moments: &[usize], descending: bool) {
     assert!(new_faults.release(&fence));
     within(new_faults.wait_held(1)).await; // the start object: the listing is done
     land(release(1)).await;
-    let new = within(async {
-        loop {
-            let start = new_faults.held().remove(0);
-            assert!(new_faults.release(&start));
-            tokio::select! {
-                opened = &mut opening => break opened.unwrap().unwrap(),
-                () = new_faults.wait_held(1) => {} // adopted a late object; the next try
-            }
-        }
-    })
-    .await;
+    let new = finish_open(&new_faults, &mut opening).await;
     new_faults.hold_creates(false);
     land(release(2)).await;
     let new_ids = new.append(vec![(2, b("new"))]).await.unwrap();

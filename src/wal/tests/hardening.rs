@@ -148,17 +148,7 @@ async fn long_run_of_failures(moment: usize, newer_mode: AckMode) {
     if moment == 1 {
         land_marker();
     }
-    let new = within(async {
-        loop {
-            let start = new_faults.held().remove(0);
-            assert!(new_faults.release(&start));
-            tokio::select! {
-                opened = &mut opening => break opened.unwrap().unwrap(),
-                () = new_faults.wait_held(1) => {}
-            }
-        }
-    })
-    .await;
+    let new = finish_open(&new_faults, &mut opening).await;
     new_faults.hold_creates(false);
     if moment == 2 {
         land_marker();

@@ -252,6 +252,26 @@ pub(crate) async fn try_read(
     Ok(out)
 }
 
+/// Lets held start objects land one by one until `opening` returns its
+/// store: an open whose start sequence held a late object adopts it and
+/// tries the next sequence, holding one more create.
+pub(crate) async fn finish_open(
+    faults: &FaultyStorage,
+    opening: &mut tokio::task::JoinHandle<Result<Wal, Error>>,
+) -> Wal {
+    within(async {
+        loop {
+            let start = faults.held().remove(0);
+            assert!(faults.release(&start));
+            tokio::select! {
+                opened = &mut *opening => break opened.unwrap().unwrap(),
+                () = faults.wait_held(1) => {}
+            }
+        }
+    })
+    .await
+}
+
 /// The ids of `region` a fresh reader of `prefix` replays, in order.
 pub(crate) async fn replays(storage: &Storage, prefix: &str, region: RegionId) -> Vec<EntryId> {
     let reader = crate::WalReader::open(storage.clone(), prefix, config())
