@@ -34,6 +34,7 @@ fn object(sequence: u64, regions: impl Iterator<Item = u64>) -> IndexedObject {
         reclaim_boundary: 0,
         size: 1 << 20,
         segments,
+        marks: Vec::new(),
         releases: Vec::new(),
     }
 }

@@ -55,6 +55,7 @@ fn object(rows: &[Bytes], regions: u64) -> Object {
             reclaim_boundary: 0,
         },
         segments,
+        marks: Vec::new(),
         releases: Vec::new(),
     }
 }

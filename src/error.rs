@@ -39,13 +39,16 @@ pub enum Error {
     /// other.
     #[error(
         "the WAL is fenced: a newer process (epoch {newer}) opened this prefix; \
-         this process (epoch {ours}) acknowledges nothing more"
+         this process (epoch {ours}) acknowledges nothing more{}", suffix(.detail)
     )]
     Fenced {
         /// This process's epoch.
         ours: u64,
-        /// The newest epoch found (at least `ours + 1`).
+        /// The newest epoch known (at least `ours + 1`).
         newer: u64,
+        /// What the fencing cost this process, when there is something to
+        /// say (a stop names what it admitted but never made durable).
+        detail: Option<Arc<str>>,
     },
 
     /// The store is failing to create objects (enqueued mode). The backlog is
@@ -215,6 +218,14 @@ impl Error {
         Error::Stopped { detail: None }
     }
 
+    pub(crate) fn fenced(ours: u64, newer: u64) -> Self {
+        Error::Fenced {
+            ours,
+            newer,
+            detail: None,
+        }
+    }
+
     pub(crate) fn invalid(message: impl Into<String>) -> Self {
         Error::InvalidArgument {
             message: message.into(),
@@ -253,7 +264,7 @@ mod tests {
         assert!(!Error::Poisoned { reason: "x".into() }.is_retryable());
         assert!(!Error::stopped().is_retryable());
         assert!(!Error::RegionReleased { region: 3 }.is_retryable());
-        let fenced = Error::Fenced { ours: 2, newer: 3 };
+        let fenced = Error::fenced(2, 3);
         assert!(fenced.is_fenced() && fenced.is_poisoned() && !fenced.is_retryable());
         assert!(!Error::Poisoned {
             reason: "fenced".into()

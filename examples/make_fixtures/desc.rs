@@ -225,6 +225,7 @@ impl FixtureDesc {
                 reclaim_boundary: h.reclaim_boundary,
             },
             segments,
+            marks: Vec::new(),
             releases: self
                 .releases
                 .iter()

@@ -63,6 +63,7 @@ fn fixtures() -> Vec<(&'static str, &'static str, Object)> {
             Object {
                 header: header(1, 1, None, 0),
                 segments: vec![],
+                marks: Vec::new(),
                 releases: vec![],
             },
         ),
@@ -72,6 +73,7 @@ fn fixtures() -> Vec<(&'static str, &'static str, Object)> {
             Object {
                 header: header(2, 1, Some((1, 1)), 0),
                 segments: vec![segment(2, 7, &[(1, b"hello"), (2, b""), (3, b"world")])],
+                marks: Vec::new(),
                 releases: vec![],
             },
         ),
@@ -92,6 +94,7 @@ fn fixtures() -> Vec<(&'static str, &'static str, Object)> {
                     segment(3, u64::MAX - 2, &[(1, b"near the end")]),
                     segment(3, u64::MAX - 1, &[(1, b"largest ordinary region")]),
                 ],
+                marks: Vec::new(),
                 releases: vec![],
             },
         ),
@@ -104,6 +107,7 @@ fn fixtures() -> Vec<(&'static str, &'static str, Object)> {
                     segment(4, 1, &[(1, &large), (2, b"after the large entry")]),
                     segment(4, 2, &[(1, b"small")]),
                 ],
+                marks: Vec::new(),
                 releases: vec![],
             },
         ),
@@ -116,6 +120,7 @@ fn fixtures() -> Vec<(&'static str, &'static str, Object)> {
                     segment(5, 1, &[(1, b"one"), (2, b"two")]),
                     segment(5, 4, &[(1, b"four")]),
                 ],
+                marks: Vec::new(),
                 releases: vec![release(3, entry_id(4, 2)), release(9, entry_id(2, 1))],
             },
         ),
@@ -125,6 +130,7 @@ fn fixtures() -> Vec<(&'static str, &'static str, Object)> {
             Object {
                 header: header(6, 2, Some((5, 2)), 4),
                 segments: vec![],
+                marks: Vec::new(),
                 releases: vec![release(0, 0), release(7, entry_id(3, 9)), release(u64::MAX - 1, entry_id(5, 1))],
             },
         ),
@@ -134,6 +140,7 @@ fn fixtures() -> Vec<(&'static str, &'static str, Object)> {
             Object {
                 header: header(high, u64::MAX, Some((high - 1, u64::MAX - 1)), high - 5),
                 segments: vec![segment(high, 5, &[(1, b"first"), (2, b"second"), (MAX_POSITION, b"last")])],
+                marks: Vec::new(),
                 releases: vec![release(6, entry_id(high - 1, 3))],
             },
         ),
@@ -143,6 +150,7 @@ fn fixtures() -> Vec<(&'static str, &'static str, Object)> {
             Object {
                 header: header(MAX_SEQUENCE, 9, Some((0, 0)), MAX_SEQUENCE),
                 segments: vec![segment(MAX_SEQUENCE, 1, &[(MAX_POSITION, b"id u64::MAX")])],
+                marks: Vec::new(),
                 releases: vec![],
             },
         ),
@@ -152,6 +160,7 @@ fn fixtures() -> Vec<(&'static str, &'static str, Object)> {
             Object {
                 header: header(1000, 7, Some((998, 6)), 990),
                 segments: vec![segment(1000, 42, &[(1, b"linked"), (2, b"bounded")])],
+                marks: Vec::new(),
                 releases: vec![],
             },
         ),

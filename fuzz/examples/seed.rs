@@ -44,6 +44,7 @@ fn history() -> Vec<Bytes> {
         Object {
             header: header(1, None),
             segments: vec![],
+            marks: Vec::new(),
             releases: vec![],
         },
         Object {
@@ -58,6 +59,7 @@ fn history() -> Vec<Bytes> {
                     entries: vec![entry(2, 1, "c")],
                 },
             ],
+            marks: Vec::new(),
             releases: vec![],
         },
         Object {
@@ -66,6 +68,7 @@ fn history() -> Vec<Bytes> {
                 region: 1,
                 entries: vec![entry(3, 1, "d")],
             }],
+            marks: Vec::new(),
             releases: vec![ReleaseRecord {
                 region: 7,
                 released_through: entry_id(2, 1),

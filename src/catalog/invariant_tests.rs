@@ -103,9 +103,11 @@ fn check_insert_refuses_each_bad_id_on_its_own() {
 }
 
 #[test]
-fn check_insert_refuses_a_region_twice_and_the_release_region() {
+fn check_insert_refuses_a_region_twice_and_the_reserved_regions() {
     assert!(refusal(object(5, &[2, 2])).contains("C2"));
     assert!(refusal(object(5, &[3, 2])).contains("C2"));
-    let reason = refusal(object(5, &[2, RELEASE_REGION]));
-    assert!(reason.contains("release segment"), "{reason}");
+    let reason = refusal(object(5, &[2, crate::format::RELEASE_REGION]));
+    assert!(reason.contains("reserved region"), "{reason}");
+    let reason = refusal(object(5, &[2, crate::format::MARKS_REGION]));
+    assert!(reason.contains("reserved region"), "{reason}");
 }

@@ -15,7 +15,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use crate::format::{self, Link, ReleaseRecord, SegmentIndex, RELEASE_REGION};
+use crate::format::{self, Link, MarkRecord, ReleaseRecord, SegmentIndex};
 use crate::{EntryId, RegionId};
 
 pub mod chain;
@@ -46,14 +46,22 @@ pub struct IndexedObject {
     pub size: u64,
     /// The segments of ordinary regions, in region order.
     pub segments: Vec<SegmentIndex>,
+    /// The mark records it carries (flush marks, and the writer's jump).
+    pub marks: Vec<MarkRecord>,
     /// The release records it carries.
     pub releases: Vec<ReleaseRecord>,
 }
 
 impl IndexedObject {
     /// The catalog's view of an object of `size` bytes from its decoded
-    /// tail: the release segment is not a region; its records come apart.
-    pub fn from_tail(tail: &format::Tail, size: u64, releases: Vec<ReleaseRecord>) -> Self {
+    /// tail: the marks and release segments are not regions; their records
+    /// come apart.
+    pub fn from_tail(
+        tail: &format::Tail,
+        size: u64,
+        marks: Vec<MarkRecord>,
+        releases: Vec<ReleaseRecord>,
+    ) -> Self {
         let header = tail.header();
         IndexedObject {
             sequence: header.sequence,
@@ -61,14 +69,20 @@ impl IndexedObject {
             link: header.link,
             reclaim_boundary: header.reclaim_boundary,
             size,
-            segments: tail
-                .segments
-                .iter()
-                .filter(|s| s.region != RELEASE_REGION)
-                .copied()
-                .collect(),
+            segments: tail.region_segments().copied().collect(),
+            marks,
             releases,
         }
+    }
+
+    /// The id its writer's later ids lie above, when it carries a jump.
+    pub fn jump(&self) -> Option<u64> {
+        self.marks.iter().find(|m| m.is_jump()).map(|m| m.watermark)
+    }
+
+    /// Whether it holds nothing: no segment, no mark, no release.
+    pub fn is_empty(&self) -> bool {
+        self.segments.is_empty() && self.marks.is_empty() && self.releases.is_empty()
     }
 }
 
@@ -99,6 +113,8 @@ pub struct Catalog {
     regions: HashMap<RegionId, BTreeMap<u64, SegmentIndex>>,
     /// Per region: the highest released-through id of the indexed release records.
     released: HashMap<RegionId, EntryId>,
+    /// Per region: the highest flush mark of the indexed mark records.
+    marked: HashMap<RegionId, EntryId>,
     bytes: u64,
     /// Test hook: sequences this catalog refuses, to drive the refusal path
     /// of its owner (valid objects never break an invariant).
@@ -121,13 +137,22 @@ impl Catalog {
                 .or_default()
                 .insert(object.sequence, *segment);
         }
+        self.learn_records(&object);
+        self.bytes += object.size;
+        self.objects.insert(object.sequence, object);
+        Ok(())
+    }
+
+    /// Takes in the release and mark records of an indexed object.
+    fn learn_records(&mut self, object: &IndexedObject) {
         for record in &object.releases {
             let through = self.released.entry(record.region).or_insert(0);
             *through = (*through).max(record.released_through);
         }
-        self.bytes += object.size;
-        self.objects.insert(object.sequence, object);
-        Ok(())
+        for record in object.marks.iter().filter(|m| !m.is_jump()) {
+            let mark = self.marked.entry(record.region).or_insert(0);
+            *mark = (*mark).max(record.watermark);
+        }
     }
 
     fn check_insert(&self, object: &IndexedObject) -> Result<(), CatalogError> {
@@ -150,8 +175,11 @@ impl Catalog {
         }
         let mut previous: Option<RegionId> = None;
         for segment in &object.segments {
-            if segment.region == RELEASE_REGION {
-                return refuse("the release segment is listed as a region (C2)".into());
+            if format::is_reserved_region(segment.region) {
+                return refuse(format!(
+                    "the segment of the reserved region {} is listed as a region (C2)",
+                    segment.region
+                ));
             }
             if previous.is_some_and(|p| p >= segment.region) {
                 return refuse(format!(
@@ -188,10 +216,11 @@ impl Catalog {
     }
 
     /// Removes every object below `sequence` (collected objects) and
-    /// returns how many were removed. Release records of the remaining
-    /// objects are kept; those of removed objects go with them (their
-    /// regions have no segment left: every segment of a released region
-    /// lies at or below its release).
+    /// returns how many were removed. Release and mark records of the
+    /// remaining objects are kept; those of removed objects go with them
+    /// (their regions have no segment left at or below them: every segment
+    /// of a released region lies at or below its release, and every entry
+    /// at or below a mark lies in an object at or below the mark's carrier).
     pub fn remove_below(&mut self, sequence: u64) -> usize {
         let kept = self.objects.split_off(&sequence);
         let removed = std::mem::replace(&mut self.objects, kept);
@@ -210,11 +239,10 @@ impl Catalog {
             }
         }
         self.released.clear();
-        for object in self.objects.values() {
-            for record in &object.releases {
-                let through = self.released.entry(record.region).or_insert(0);
-                *through = (*through).max(record.released_through);
-            }
+        self.marked.clear();
+        let kept: Vec<IndexedObject> = self.objects.values().cloned().collect();
+        for object in &kept {
+            self.learn_records(object);
         }
         removed.len()
     }
@@ -228,6 +256,7 @@ impl Catalog {
         }
         let consistent = rebuilt.regions == self.regions
             && rebuilt.released == self.released
+            && rebuilt.marked == self.marked
             && rebuilt.bytes == self.bytes;
         if consistent {
             Ok(())
@@ -264,15 +293,16 @@ impl Catalog {
     }
 
     /// The lowest sequence of an indexed object holding a live segment: one
-    /// with an entry above its region's watermark (`watermark(region)`, or
-    /// the region's released-through id when higher). The release segment is
-    /// never live.
+    /// with an entry above its region's watermark (the highest of
+    /// `watermark(region)`, the region's indexed flush mark and its
+    /// released-through id). The marks and release segments are never live.
     pub fn first_live_sequence(&self, watermark: impl Fn(RegionId) -> EntryId) -> Option<u64> {
         self.regions
             .iter()
             .filter_map(|(region, segments)| {
-                let obsolete =
-                    watermark(*region).max(self.released.get(region).copied().unwrap_or(0));
+                let obsolete = watermark(*region)
+                    .max(self.released.get(region).copied().unwrap_or(0))
+                    .max(self.marked.get(region).copied().unwrap_or(0));
                 // Ids grow with sequences: the first live segment of a region
                 // is the first whose last id is above the watermark.
                 segments
@@ -325,6 +355,18 @@ impl Catalog {
     pub fn released(&self) -> &HashMap<RegionId, EntryId> {
         &self.released
     }
+
+    /// Per region, the highest flush mark of the indexed mark records.
+    pub fn marked(&self) -> &HashMap<RegionId, EntryId> {
+        &self.marked
+    }
+
+    /// What reads hide of `region` by the indexed records alone: the
+    /// higher of its flush mark and its released-through id.
+    pub fn hidden_through(&self, region: RegionId) -> EntryId {
+        let get = |m: &HashMap<RegionId, EntryId>| m.get(&region).copied().unwrap_or(0);
+        get(&self.marked).max(get(&self.released))
+    }
 }
 
 #[cfg(test)]
@@ -351,6 +393,7 @@ pub(crate) mod tests {
             reclaim_boundary: 0,
             size: 100,
             segments: regions.iter().map(|&r| segment(r, sequence, 2)).collect(),
+            marks: Vec::new(),
             releases: Vec::new(),
         }
     }

@@ -17,14 +17,15 @@
 //! footer order; each entry's ids belong to the object's sequence, start at
 //! position 1 or above, and leave room for `count` strictly increasing ids;
 //! the length holds at least `count` frames; the release segment (region
-//! `u64::MAX`) has exactly one entry, id `(sequence << 20) | 1`, whose data is
-//! a whole, non-zero number of 16-byte records.
+//! `u64::MAX`) and the marks segment (region `u64::MAX - 255`) each have exactly
+//! one entry, id `(sequence << 20) | 1`, whose data is a whole, non-zero
+//! number of 16-byte records.
 
 use super::codec::{put_u32, put_u64, Reader};
 use super::error::FormatError;
 use super::{
-    entry_id, position_of, sequence_of, ENTRY_OVERHEAD, FOOTER_ENTRY_LEN, HEADER_LEN,
-    RELEASE_RECORD_LEN, RELEASE_REGION,
+    entry_id, position_of, sequence_of, ENTRY_OVERHEAD, FOOTER_ENTRY_LEN, HEADER_LEN, MARKS_REGION,
+    MARK_RECORD_LEN, RELEASE_RECORD_LEN, RELEASE_REGION,
 };
 
 /// Where one segment sits and what it holds: one footer entry.
@@ -55,6 +56,17 @@ impl SegmentIndex {
     /// Whether this is the release segment.
     pub fn is_release(&self) -> bool {
         self.region == RELEASE_REGION
+    }
+
+    /// Whether this is the marks segment.
+    pub fn is_marks(&self) -> bool {
+        self.region == MARKS_REGION
+    }
+
+    /// Whether this is the segment of a reserved region (marks or releases),
+    /// not of a region of the log.
+    pub fn is_reserved(&self) -> bool {
+        self.is_release() || self.is_marks()
     }
 }
 
@@ -127,21 +139,26 @@ pub(crate) fn check_index(index: &SegmentIndex, sequence: u64, at: u64) -> Resul
             format!("{} bytes cannot hold {} entries", index.len, index.count),
         );
     }
-    if index.is_release() {
+    if index.is_reserved() {
+        let (what, record_len) = if index.is_release() {
+            ("release", RELEASE_RECORD_LEN)
+        } else {
+            ("marks", MARK_RECORD_LEN)
+        };
         let id = entry_id(sequence, 1);
         if index.count != 1 || index.first_id != id {
             return bad(
                 "footer.first_id",
                 8,
-                format!("the release segment holds exactly one entry, id {id:#x}"),
+                format!("the {what} segment holds exactly one entry, id {id:#x}"),
             );
         }
         let data = index.len - ENTRY_OVERHEAD as u64;
-        if data == 0 || !data.is_multiple_of(RELEASE_RECORD_LEN as u64) {
+        if data == 0 || !data.is_multiple_of(record_len as u64) {
             return bad(
                 "footer.len",
                 32,
-                format!("release data of {data} bytes is not a non-zero number of records"),
+                format!("{what} data of {data} bytes is not a non-zero number of records"),
             );
         }
     }

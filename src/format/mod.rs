@@ -8,11 +8,11 @@
 //! ```text
 //! offset 0               64                                footer_offset          object_len-80   object_len
 //! +----------------------+--------------+-----+-------------+--------------------+---------------+
-//! | header (64)          | segment r1   | ... | release seg | footer             | trailer (80)  |
-//! | magic OBJWALHD, ver, | frames:      |     | region      | 48 bytes/segment:  | header fields,|
-//! | flags, seq, epoch,   | id u64       |     | u64::MAX,   | region, first id,  | footer offset,|
-//! | link, boundary, CRC  | len u32      |     | 1 entry of  | last id, offset,   | count, CRCs,  |
-//! |                      | data         |     | records     | len, count, CRC    | magic OBJWALTR|
+//! | header (64)          | segment r1   | ... | marks, then | footer             | trailer (80)  |
+//! | magic OBJWALHD, ver, | frames:      |     | release seg | 48 bytes/segment:  | header fields,|
+//! | flags, seq, epoch,   | id u64       |     | regions     | region, first id,  | footer offset,|
+//! | link, boundary, CRC  | len u32      |     |MAX-255, MAX:| last id, offset,   | count, CRCs,  |
+//! |                      | data         |     | 1 entry each| len, count, CRC    | magic OBJWALTR|
 //! +----------------------+--------------+-----+-------------+--------------------+---------------+
 //!                        |<- segments tile [64, footer_offset) exactly ->|
 //! ```
@@ -24,6 +24,12 @@
 //!   [`RELEASE_REGION`] (`u64::MAX`, so always last): one entry, id
 //!   `(sequence << 20) | 1`, whose data is 16-byte `(region, released_through)`
 //!   records. A reader that knows nothing of releases sees a region it never opens.
+//! - The marks segment is the segment of the reserved region [`MARKS_REGION`]
+//!   (`u64::MAX - 255`, usually right before the release segment), shaped the
+//!   same way:
+//!   one entry of 16-byte `(region, watermark)` records, the flush marks the
+//!   engine handed in and, for region [`JUMP`], where the writer's run goes
+//!   next. A reader that knows nothing of marks sees a region it never opens.
 //! - The trailer repeats every header field, so recovery reads one window at
 //!   the end of an object ([`decode_tail`]) and never the header.
 //! - CRCs: header (bytes 0..60), each segment (in its footer entry), the
@@ -35,13 +41,14 @@
 //! present before allocating or slicing. Encoding is deterministic.
 //!
 //! Module map: `codec` little-endian helpers; `header`, `segment`,
-//! `release`, `footer`, `trailer` one structure each; `tail` the recovery
+//! `marks`, `release`, `footer`, `trailer` one structure each; `tail` the recovery
 //! window; `object` whole-object encode and decode.
 
 mod codec;
 mod error;
 mod footer;
 mod header;
+mod marks;
 mod object;
 mod release;
 mod segment;
@@ -51,6 +58,7 @@ mod trailer;
 pub use error::{FormatError, FormatErrorKind};
 pub use footer::SegmentIndex;
 pub use header::{decode_header, Header, Link, FLAG_HAS_LINK, HEADER_MAGIC};
+pub use marks::{decode_marks, MarkRecord, JUMP};
 pub use object::{decode, encode, encoded_len, Object};
 pub use release::{decode_releases, ReleaseRecord};
 pub use segment::{decode_segment, Segment};
@@ -77,6 +85,22 @@ pub const POSITION_BITS: u32 = 20;
 pub const MAX_POSITION: u64 = (1 << POSITION_BITS) - 1;
 /// The reserved region whose segment holds the release records.
 pub const RELEASE_REGION: u64 = u64::MAX;
+/// The reserved region whose segment holds the mark records (flush marks
+/// and the writer's jump): above the regions engines use, so it sorts near
+/// the release segment, inside recovery's tail window. Reserved since
+/// objwal 0.2: version 1 left every region but `u64::MAX` to the engine, and
+/// the frozen fixtures use `u64::MAX - 1` and `u64::MAX - 2`; an object
+/// whose segment of this region is not marks-shaped fails to decode, naming
+/// it.
+pub const MARKS_REGION: u64 = u64::MAX - 0xFF;
+/// Bytes in one mark record (region u64 + watermark id u64).
+pub const MARK_RECORD_LEN: usize = 16;
+
+/// Whether `region` is reserved (the marks or the release region): never
+/// appended to, never a region of the catalog.
+pub fn is_reserved_region(region: u64) -> bool {
+    region == MARKS_REGION || region == RELEASE_REGION
+}
 
 /// The id of the entry at `position` (1..=[`MAX_POSITION`]) in the object of
 /// `sequence` (<= [`MAX_SEQUENCE`]). Bits outside those ranges are dropped.

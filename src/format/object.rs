@@ -18,22 +18,39 @@ use super::codec::{check_crc, crc32, to_usize};
 use super::error::FormatError;
 use super::footer::{encode_entry, SegmentIndex};
 use super::header::{check_header, decode_header, encode_header, Header, HEADER_FIELDS};
+use super::marks::{self, decode_marks, MarkRecord};
 use super::release::{checked_data_len, decode_releases, encode_records, ReleaseRecord};
 use super::segment::{checked_len, decode_segment, encode_frames, Segment};
 use super::tail::{decode_tail, TailDecode};
 use super::trailer::encode_trailer;
-use super::{entry_id, ENTRY_OVERHEAD, FOOTER_ENTRY_LEN, HEADER_LEN, RELEASE_REGION, TRAILER_LEN};
+use super::{
+    entry_id, is_reserved_region, ENTRY_OVERHEAD, FOOTER_ENTRY_LEN, HEADER_LEN, MARKS_REGION,
+    MARK_RECORD_LEN, RELEASE_RECORD_LEN, RELEASE_REGION, TRAILER_LEN,
+};
 
 /// One object: its header, the segments of its ordinary regions (sorted by
-/// region) and its release records (empty for no release segment).
+/// region), its mark records and its release records (each empty for no
+/// such segment).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Object {
     /// The header.
     pub header: Header,
-    /// One segment per region, regions strictly increasing, none `RELEASE_REGION`.
+    /// One segment per region, regions strictly increasing, none reserved.
     pub segments: Vec<Segment>,
+    /// Mark records, regions strictly increasing; stored in the marks segment.
+    pub marks: Vec<MarkRecord>,
     /// Release records, regions strictly increasing; stored in the release segment.
     pub releases: Vec<ReleaseRecord>,
+}
+
+/// Bytes and segments a records segment of `records` records adds.
+fn records_len(records: usize, record_len: usize) -> (u64, u64) {
+    if records == 0 {
+        (0, 0)
+    } else {
+        let data = (records as u64).saturating_mul(record_len as u64);
+        ((ENTRY_OVERHEAD as u64).saturating_add(data), 1)
+    }
 }
 
 /// The size [`encode`] would produce for `object`, without encoding (and
@@ -45,21 +62,20 @@ pub fn encoded_len(object: &Object) -> u64 {
                 .saturating_add(data.len() as u64)
         })
     });
-    let (release_bytes, release_segments) = if object.releases.is_empty() {
-        (0, 0)
-    } else {
-        let data = (object.releases.len() as u64).saturating_mul(super::RELEASE_RECORD_LEN as u64);
-        ((ENTRY_OVERHEAD as u64).saturating_add(data), 1)
-    };
-    let segment_count = (object.segments.len() as u64).saturating_add(release_segments);
+    let (mark_bytes, mark_segments) = records_len(object.marks.len(), MARK_RECORD_LEN);
+    let (release_bytes, release_segments) = records_len(object.releases.len(), RELEASE_RECORD_LEN);
+    let segment_count = (object.segments.len() as u64)
+        .saturating_add(mark_segments)
+        .saturating_add(release_segments);
     ((HEADER_LEN + TRAILER_LEN) as u64)
         .saturating_add(segment_bytes)
+        .saturating_add(mark_bytes)
         .saturating_add(release_bytes)
         .saturating_add(segment_count.saturating_mul(FOOTER_ENTRY_LEN as u64))
 }
 
 /// Encodes `object` deterministically. Errs when the input breaks a format
-/// rule (unsorted regions, bad ids, an empty segment, `RELEASE_REGION` among
+/// rule (unsorted regions, bad ids, an empty segment, a reserved region among
 /// `segments`, an entry longer than `u32::MAX`, a sequence too large, ...);
 /// the error names the field and the offset it would have had.
 pub fn encode(object: &Object) -> Result<Bytes, FormatError> {
@@ -71,7 +87,7 @@ pub fn encode(object: &Object) -> Result<Bytes, FormatError> {
     let mut offset = HEADER_LEN as u64;
     let mut prev_region: Option<u64> = None;
     for segment in &object.segments {
-        if segment.region == RELEASE_REGION || prev_region.is_some_and(|p| segment.region <= p) {
+        if is_reserved_region(segment.region) || prev_region.is_some_and(|p| segment.region <= p) {
             return Err(FormatError::invalid(
                 "segment.region",
                 offset,
@@ -84,6 +100,13 @@ pub fn encode(object: &Object) -> Result<Bytes, FormatError> {
         prev_region = Some(segment.region);
         offset = offset.saturating_add(checked_len(&segment.entries, sequence, offset)?);
     }
+    let mark_data_len = if object.marks.is_empty() {
+        None
+    } else {
+        let data_len = marks::checked_data_len(&object.marks, offset)?;
+        offset = offset.saturating_add(ENTRY_OVERHEAD as u64 + data_len);
+        Some(data_len)
+    };
     let release_data_len = if object.releases.is_empty() {
         None
     } else {
@@ -92,7 +115,9 @@ pub fn encode(object: &Object) -> Result<Bytes, FormatError> {
         Some(data_len)
     };
     let footer_offset = offset;
-    let segment_count = object.segments.len() + usize::from(release_data_len.is_some());
+    let segment_count = object.segments.len()
+        + usize::from(mark_data_len.is_some())
+        + usize::from(release_data_len.is_some());
     let segment_count_u32 = u32::try_from(segment_count).map_err(|_| {
         FormatError::invalid("trailer.segment_count", footer_offset, "too many segments")
     })?;
@@ -134,6 +159,17 @@ pub fn encode(object: &Object) -> Result<Bytes, FormatError> {
         // Positions are below 2^20, so a checked segment's count fits a u32.
         let count = segment.entries.len() as u32;
         seal(hasher, &out, segment.region, (first, last), start, count);
+    }
+    if let Some(data_len) = mark_data_len {
+        let start = out.len();
+        let id = entry_id(sequence, 1);
+        out.extend_from_slice(&id.to_le_bytes());
+        // checked_data_len bounds data_len by u32::MAX.
+        out.extend_from_slice(&(data_len as u32).to_le_bytes());
+        marks::encode_records(&object.marks, &mut out);
+        let mut hasher = crc32fast::Hasher::new();
+        hasher.update(out.get(start..).unwrap_or_default());
+        seal(hasher, &out, MARKS_REGION, (id, id), start, 1);
     }
     if let Some(data_len) = release_data_len {
         let start = out.len();
@@ -215,6 +251,7 @@ pub fn decode(bytes: &[u8]) -> Result<Object, FormatError> {
     let body = Bytes::copy_from_slice(bytes.get(..body_len).unwrap_or_default());
     let mut segments = Vec::with_capacity(tail.segments.len());
     let mut releases = Vec::new();
+    let mut marks = Vec::new();
     for index in &tail.segments {
         // The footer decoder proved every range lies inside [HEADER_LEN, footer_offset).
         let start = to_usize(index.offset, "footer.offset", index.offset)?;
@@ -230,6 +267,8 @@ pub fn decode(bytes: &[u8]) -> Result<Object, FormatError> {
         };
         if index.is_release() {
             releases = decode_releases(&seg, index, header.sequence)?;
+        } else if index.is_marks() {
+            marks = decode_marks(&seg, index, header.sequence)?;
         } else {
             segments.push(Segment {
                 region: index.region,
@@ -240,6 +279,7 @@ pub fn decode(bytes: &[u8]) -> Result<Object, FormatError> {
     Ok(Object {
         header,
         segments,
+        marks,
         releases,
     })
 }

@@ -39,9 +39,14 @@ impl Tail {
         &self.trailer.header
     }
 
-    /// The ordinary (non-release) segments.
+    /// The marks segment's index, if the object has one.
+    pub fn marks_segment(&self) -> Option<&SegmentIndex> {
+        self.segment_of(super::MARKS_REGION)
+    }
+
+    /// The ordinary segments (neither marks nor releases).
     pub fn region_segments(&self) -> impl Iterator<Item = &SegmentIndex> {
-        self.segments.iter().filter(|s| !s.is_release())
+        self.segments.iter().filter(|s| !s.is_reserved())
     }
 
     /// The index of `region`'s segment, if the object holds one.

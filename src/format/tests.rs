@@ -30,6 +30,7 @@ fn sample() -> Object {
                 entries: vec![(entry_id(seq, 1), Bytes::from_static(b"ccc"))],
             },
         ],
+        marks: Vec::new(),
         releases: vec![ReleaseRecord {
             region: 4,
             released_through: entry_id(30, 7),
@@ -75,6 +76,7 @@ fn empty_object_is_header_and_trailer() {
             reclaim_boundary: 0,
         },
         segments: vec![],
+        marks: Vec::new(),
         releases: vec![],
     };
     let bytes = encode(&object).unwrap();

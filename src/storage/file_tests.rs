@@ -95,7 +95,7 @@ async fn a_failed_directory_fsync_is_never_read_back_as_durable() {
     let storage = crate::Storage::new(files.clone());
     let bytes = Bytes::from_static(b"an object");
     files.fail_next_dir_syncs(1);
-    match create_object(&storage, "p/objects/1", bytes.clone(), 1).await {
+    match create_object(&storage, "p/objects/1", std::slice::from_ref(&bytes)).await {
         CreateOutcome::Failed(e) => assert!(e.is_transient(), "{e}"),
         other => panic!("a create with no durable directory entry was {other:?}"),
     }
@@ -104,8 +104,8 @@ async fn a_failed_directory_fsync_is_never_read_back_as_durable() {
         "the unsynced entry is gone"
     );
     // The repeat writes it afresh, durably.
-    match create_object(&storage, "p/objects/1", bytes.clone(), 1).await {
-        CreateOutcome::Durable => {}
+    match create_object(&storage, "p/objects/1", std::slice::from_ref(&bytes)).await {
+        CreateOutcome::Landed(0) => {}
         other => panic!("{other:?}"),
     }
     assert_eq!(

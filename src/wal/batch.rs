@@ -11,7 +11,8 @@ use bytes::Bytes;
 use tokio::time::Instant;
 
 use crate::format::{
-    self, Header, Object, ReleaseRecord, Segment, ENTRY_OVERHEAD, FOOTER_ENTRY_LEN, MAX_POSITION,
+    self, Header, MarkRecord, Object, ReleaseRecord, Segment, ENTRY_OVERHEAD, FOOTER_ENTRY_LEN,
+    JUMP, MAX_POSITION,
 };
 use crate::{EntryId, RegionId};
 
@@ -27,6 +28,10 @@ pub(crate) struct OpenBatch {
     pub(crate) entries: u64,
     /// Release records to seal with the entries: region -> released-through id.
     pub(crate) releases: BTreeMap<RegionId, EntryId>,
+    /// Flush marks to seal with the entries: region -> watermark.
+    pub(crate) marks: BTreeMap<RegionId, EntryId>,
+    /// The writer's jump, when the next batch of the run lies above it.
+    pub(crate) jump: Option<EntryId>,
 }
 
 /// How many positions an append needs per region.
@@ -47,12 +52,44 @@ impl OpenBatch {
             payload_bytes: 0,
             entries: 0,
             releases: BTreeMap::new(),
+            marks: BTreeMap::new(),
+            jump: None,
         }
     }
 
-    /// Whether there is nothing to seal (no entry, no release record).
+    /// Whether there is nothing to seal (no entry, no record, no jump).
     pub(crate) fn is_empty(&self) -> bool {
-        self.entries == 0 && self.releases.is_empty()
+        self.entries == 0
+            && self.releases.is_empty()
+            && self.marks.is_empty()
+            && self.jump.is_none()
+    }
+
+    /// Adds flush marks, keeping the highest per region.
+    pub(crate) fn add_marks(&mut self, marks: impl IntoIterator<Item = (RegionId, EntryId)>) {
+        for (region, watermark) in marks {
+            let slot = self.marks.entry(region).or_insert(watermark);
+            *slot = (*slot).max(watermark);
+        }
+    }
+
+    /// The mark records this batch carries: its flush marks, then its jump.
+    pub(crate) fn mark_records(&self) -> Vec<MarkRecord> {
+        let mut records: Vec<MarkRecord> = self
+            .marks
+            .iter()
+            .map(|(region, watermark)| MarkRecord {
+                region: *region,
+                watermark: *watermark,
+            })
+            .collect();
+        if let Some(watermark) = self.jump {
+            records.push(MarkRecord {
+                region: JUMP,
+                watermark,
+            });
+        }
+        records
     }
 
     /// Adds release records, keeping the highest id per region.
@@ -139,6 +176,7 @@ impl OpenBatch {
 
     /// The object this batch becomes under `header`.
     pub(crate) fn into_object(self, header: Header) -> Object {
+        let marks = self.mark_records();
         Object {
             header,
             segments: self
@@ -146,15 +184,35 @@ impl OpenBatch {
                 .into_iter()
                 .map(|(region, entries)| Segment { region, entries })
                 .collect(),
-            releases: self
-                .releases
-                .iter()
-                .map(|(region, through)| ReleaseRecord {
-                    region: *region,
-                    released_through: *through,
-                })
-                .collect(),
+            marks,
+            releases: release_records(&self.releases),
         }
+    }
+}
+
+/// Release records from a region -> released-through map.
+pub(crate) fn release_records(releases: &BTreeMap<RegionId, EntryId>) -> Vec<ReleaseRecord> {
+    releases
+        .iter()
+        .map(|(region, through)| ReleaseRecord {
+            region: *region,
+            released_through: *through,
+        })
+        .collect()
+}
+
+/// The void of a batch: its header, marks and release records without its
+/// entries (what settles its key when the batch's create failed).
+pub(crate) fn void_object(
+    header: Header,
+    marks: &[MarkRecord],
+    releases: &BTreeMap<RegionId, EntryId>,
+) -> Object {
+    Object {
+        header,
+        segments: Vec::new(),
+        marks: marks.to_vec(),
+        releases: release_records(releases),
     }
 }
 

@@ -166,7 +166,7 @@ pub(crate) async fn check_not_fenced(
 ) -> Result<(), Error> {
     match fenced_by(storage, prefix, epoch).await? {
         None => Ok(()),
-        Some(newer) => Err(Error::Fenced { ours: epoch, newer }),
+        Some(newer) => Err(Error::fenced(epoch, newer)),
     }
 }
 

@@ -34,8 +34,8 @@ mod fence;
 mod handoff;
 mod policy;
 mod pressure;
+mod protocol;
 mod quarantine;
-mod reach;
 mod reader;
 mod recovery;
 mod replay;
@@ -85,6 +85,10 @@ pub(crate) struct Shared {
     /// What recovery left out of replay (its holes join the reads' holes).
     damage: Arc<Damage>,
     stop_result: OnceLock<Result<(), Error>>,
+    /// Entries admitted and not yet durable, failed or counted lost.
+    unsettled: std::sync::atomic::AtomicU64,
+    /// Set when the actor died of a bug (a panic): why.
+    died: OnceLock<Arc<str>>,
 }
 
 impl Shared {
@@ -104,6 +108,42 @@ impl Shared {
     pub(crate) fn set_stop_result(&self, result: Result<(), Error>) {
         let _ = self.stop_result.set(result);
     }
+
+    pub(crate) fn set_unsettled(&self, entries: u64) {
+        self.unsettled
+            .store(entries, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// The error every call gets once the actor died, if it did.
+    fn died(&self) -> Option<Error> {
+        self.died.get().map(|why| Error::Poisoned {
+            reason: format!(
+                "the store died: its background task panicked ({why}); nothing more is logged \
+                 and what it had not made durable is lost"
+            )
+            .into(),
+        })
+    }
+
+    /// What a stop of a store whose actor died returns.
+    fn died_stop(&self) -> Option<Error> {
+        let why = self.died.get()?;
+        Some(Error::Lost {
+            entries: self.unsettled.load(std::sync::atomic::Ordering::Relaxed),
+            bytes: 0,
+            releases: 0,
+            reason: format!(
+                "the store died (its background task panicked: {why}); these entries were \
+                 admitted and may not be durable"
+            )
+            .into(),
+        })
+    }
+
+    /// A request went unanswered: the store died, or it is stopped.
+    fn unanswered(&self) -> Error {
+        self.died().unwrap_or_else(Error::stopped)
+    }
 }
 
 /// A recovered state to start an actor on.
@@ -114,9 +154,8 @@ pub(crate) struct Launch {
     pub(crate) epoch: u64,
     pub(crate) catalog: Catalog,
     pub(crate) next_sequence: u64,
-    /// A sequence present before a probe that missed every newer fence
-    /// (the start object): where reach starts.
-    pub(crate) verified: u64,
+    /// The settle markers known: collection never deletes them.
+    pub(crate) markers: std::collections::BTreeSet<u64>,
     /// What recovery left out of replay.
     pub(crate) damage: Arc<Damage>,
 }
@@ -163,48 +202,53 @@ impl Wal {
         let started = Instant::now();
         let storage = storage.with_request_timeout(config.request_timeout);
         let retry = retry::RetryPolicy::new(&config, 0);
-        // Claim the epoch before listing anything: an older process that
-        // finds no fence when it acknowledges has its objects in our listing.
+        // Claim the epoch before listing anything (rfcs/0006, "Open").
         let mut epoch = fence::claim_epoch(&storage, &prefix, 0, &retry).await?;
-        let recovered = loop {
+        let mut recovered = loop {
             let recovered = recovery::recover_with(&storage, &prefix, &config).await?;
             if recovered.selection.max_epoch < epoch {
                 break recovered;
             }
-            // Objects written without fences (or by a foreign writer): claim
-            // above them and list again.
+            // An object of our epoch or above: a newer process (it claimed
+            // after us), or objects written without fences (by a release
+            // before fences, or a foreign writer): claim above them.
+            fence::check_not_fenced(&storage, &prefix, epoch).await?;
             epoch = fence::claim_epoch(&storage, &prefix, recovered.selection.max_epoch, &retry)
                 .await?;
         };
         let listed = recovered.selection.max_sequence;
-        let mut catalog = recovered.catalog;
-        // Rule W5 (reach.rs) from the first create on: the listing is
-        // verified by a probe before the start object, the start object by a
-        // probe before any data. A newer process that claimed in between
-        // fences this one here.
+        let mut catalog = std::mem::take(&mut recovered.catalog);
+        // Walk the tip's run to the first key an older writer can never
+        // hold, then start above everything it can still create (R4). An
+        // empty listing needs neither: no older writer completed its open
+        // (its start object would be listed), so none writes data.
+        let first = if recovered.present.is_empty() {
+            epoch
+        } else {
+            let blocked = recovery::walk(
+                &storage,
+                &prefix,
+                epoch,
+                &mut catalog,
+                &mut recovered,
+                &config,
+            )
+            .await?;
+            protocol::start_sequence(blocked, listed, epoch)
+        };
+        let start =
+            recovery::write_start_object(&storage, &prefix, epoch, first, &mut catalog).await?;
+        // A newer process that claimed before the start object landed may
+        // not have listed it: this open fails, so nothing of ours lies in its
+        // data. Past this read, every newer process lists our start object.
         fence::check_not_fenced(&storage, &prefix, epoch).await?;
-        // Every object of epoch e lies at a sequence >= e (see
-        // recovery::check_plausible), so the start object does too.
-        let first = (listed + 1).max(epoch);
-        let start = recovery::write_start_object(
-            &storage,
-            &prefix,
-            epoch,
-            first,
-            reach::Reach::new(epoch, listed),
-            &mut catalog,
-        )
-        .await?;
-        fence::check_not_fenced(&storage, &prefix, epoch).await?;
-        // An older process may still land objects up to `listed + GAP`: the
-        // first data sequence lies beyond them.
-        let next_sequence = reach::first_data_sequence(epoch, listed, start);
         let metrics = StoreMetrics::new(prefix.as_str());
         metrics.recovery.record(started.elapsed().as_secs_f64());
         tracing::info!(
             epoch,
             objects = catalog.len(),
             orphans = recovered.selection.orphans.len(),
+            start,
             "recovered"
         );
         Ok(Wal::spawn(Launch {
@@ -213,8 +257,8 @@ impl Wal {
             config,
             epoch,
             catalog,
-            next_sequence,
-            verified: start,
+            next_sequence: protocol::next_key(start, None),
+            markers: recovered.markers,
             damage: Arc::new(recovered.damage),
         }))
     }
@@ -247,12 +291,30 @@ impl Wal {
         };
         let batch_bytes = launch.config.max_batch_bytes;
         let (tx, rx) = flume::unbounded();
+        let prefix = launch.prefix.clone();
         let actor = Actor::new(Start {
             launch,
             shared: shared.clone(),
             metrics,
         });
-        tokio::spawn(actor.run(rx));
+        let watch = shared.clone();
+        tokio::spawn(async move {
+            use futures::FutureExt;
+            // A panic is a bug; it must never read as a clean stop.
+            if let Err(panic) = std::panic::AssertUnwindSafe(actor.run(rx))
+                .catch_unwind()
+                .await
+            {
+                let why: Arc<str> = panic
+                    .downcast_ref::<&str>()
+                    .map(|s| (*s).to_owned())
+                    .or_else(|| panic.downcast_ref::<String>().cloned())
+                    .unwrap_or_else(|| "no message".to_owned())
+                    .into();
+                tracing::error!(prefix = %prefix, %why, "the store's actor panicked");
+                let _ = watch.died.set(why);
+            }
+        });
         Wal {
             handle: Arc::new(Handle {
                 tx,
@@ -264,7 +326,7 @@ impl Wal {
     }
 
     async fn call<T>(&self, command: impl FnOnce(actor::Reply<T>) -> Command) -> Result<T, Error> {
-        ask(&self.handle.tx, command).await
+        ask(&self.handle.tx, &self.handle.shared, command).await
     }
 
     /// Appends entries (of any regions) and returns their ids in input
@@ -291,6 +353,7 @@ impl Wal {
     ) -> impl Stream<Item = Result<Entry, Error>> + Send + 'static {
         let source = Arc::new(ActorSource {
             tx: self.handle.tx.clone(),
+            shared: self.handle.shared.clone(),
         });
         let entries = reader::read(source, self.handle.read.clone(), region, from);
         let policy = self.handle.read.policy;
@@ -374,17 +437,17 @@ impl Wal {
     /// Idempotent: later calls return the first result. (Dropping every
     /// handle instead is a crash: nothing more is created.)
     pub async fn stop(&self) -> Result<(), Error> {
-        if let Some(result) = self.handle.shared.stop_result.get() {
+        let shared = &self.handle.shared;
+        if let Some(result) = shared.stop_result.get() {
             return result.clone();
         }
         match self.call(|reply| Command::Stop { reply }).await {
-            Err(Error::Stopped { .. }) => self
-                .handle
-                .shared
-                .stop_result
-                .get()
-                .cloned()
-                .unwrap_or(Ok(())),
+            Err(Error::Stopped { .. }) | Err(Error::Poisoned { .. })
+                if shared.died.get().is_some() =>
+            {
+                shared.died_stop().map_or(Ok(()), Err)
+            }
+            Err(Error::Stopped { .. }) => shared.stop_result.get().cloned().unwrap_or(Ok(())),
             other => other,
         }
     }
@@ -392,12 +455,15 @@ impl Wal {
 
 struct ActorSource {
     tx: flume::Sender<Command>,
+    shared: Arc<Shared>,
 }
 
 impl SegmentSource for ActorSource {
     fn deleted(&self, sequence: u64) -> BoxFuture<'static, Result<bool, Error>> {
-        let tx = self.tx.clone();
-        Box::pin(async move { ask(&tx, |reply| Command::Deleted { sequence, reply }).await })
+        let (tx, shared) = (self.tx.clone(), self.shared.clone());
+        Box::pin(
+            async move { ask(&tx, &shared, |reply| Command::Deleted { sequence, reply }).await },
+        )
     }
 
     fn page(
@@ -406,9 +472,9 @@ impl SegmentSource for ActorSource {
         from: EntryId,
         limit: usize,
     ) -> BoxFuture<'static, Result<SegmentPage, Error>> {
-        let tx = self.tx.clone();
+        let (tx, shared) = (self.tx.clone(), self.shared.clone());
         Box::pin(async move {
-            ask(&tx, |reply| Command::Segments {
+            ask(&tx, &shared, |reply| Command::Segments {
                 region,
                 from,
                 limit,
@@ -424,9 +490,9 @@ impl SegmentSource for ActorSource {
         after: u64,
         limit: usize,
     ) -> BoxFuture<'static, Result<ReplayPage, Error>> {
-        let tx = self.tx.clone();
+        let (tx, shared) = (self.tx.clone(), self.shared.clone());
         Box::pin(async move {
-            ask(&tx, |reply| Command::ReplayPage {
+            ask(&tx, &shared, |reply| Command::ReplayPage {
                 wanted,
                 after,
                 limit,
@@ -438,14 +504,15 @@ impl SegmentSource for ActorSource {
 }
 
 /// Sends a request to the actor and waits for its answer; a gone actor
-/// means a stopped store.
+/// means a stopped store, or one whose actor died.
 async fn ask<T>(
     tx: &flume::Sender<Command>,
+    shared: &Shared,
     command: impl FnOnce(actor::Reply<T>) -> Command,
 ) -> Result<T, Error> {
     let (reply, answer) = oneshot::channel();
-    tx.send(command(reply)).map_err(|_| Error::stopped())?;
-    answer.await.map_err(|_| Error::stopped())?
+    tx.send(command(reply)).map_err(|_| shared.unanswered())?;
+    answer.await.map_err(|_| shared.unanswered())?
 }
 
 /// A read-only view of a prefix: recovers the catalog without writing
@@ -547,9 +614,9 @@ impl SegmentSource for Catalog {
         from: EntryId,
         limit: usize,
     ) -> BoxFuture<'static, Result<SegmentPage, Error>> {
-        let watermark = self.released().get(&region).copied().unwrap_or(0);
+        let watermark = self.hidden_through(region);
         let from = from.max(watermark.saturating_add(1));
-        let page = if region == format::RELEASE_REGION {
+        let page = if format::is_reserved_region(region) {
             SegmentPage::default()
         } else {
             SegmentPage {
@@ -566,7 +633,7 @@ impl SegmentSource for Catalog {
         after: u64,
         limit: usize,
     ) -> BoxFuture<'static, Result<ReplayPage, Error>> {
-        let hidden = |region| self.released().get(&region).copied().unwrap_or(0);
+        let hidden = |region| self.hidden_through(region);
         let page = ReplayPage {
             objects: self.replay_page(&wanted, hidden, after, limit),
             hidden: wanted.iter().map(|&(region, _)| hidden(region)).collect(),

@@ -262,6 +262,7 @@ fn placeholder(summary: Option<&ObjectSummary>, sequence: u64, size: u64) -> Ind
         reclaim_boundary: summary.map_or(0, |s| s.reclaim_boundary),
         size,
         segments: Vec::new(),
+        marks: Vec::new(),
         releases: Vec::new(),
     }
 }

@@ -15,7 +15,7 @@
 //! ([`super::quarantine`], [`super::damage`]). Intact objects above the tip
 //! that will not be replayed are named in a warning each.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use bytes::Bytes;
 use futures::{StreamExt, TryStreamExt};
@@ -24,14 +24,16 @@ use crate::catalog::chain::{ObjectSummary, Selection};
 use crate::catalog::{Catalog, IndexedObject};
 use crate::config::{Config, DamagePolicy};
 use crate::error::Error;
-use crate::format::{self, Header, Link, Object, ReleaseRecord, Tail, TailDecode};
+use crate::format::{
+    self, Header, Link, MarkRecord, Object, ReleaseRecord, SegmentIndex, Tail, TailDecode,
+};
 use crate::storage::keys::Prefix;
 use crate::storage::{ObjectStorage, Storage};
 use crate::wal::create::{create_object, CreateOutcome};
 use crate::wal::damage::{parse_quarantine_key, quarantine_prefix, Damage};
-use crate::wal::fence;
+use crate::wal::protocol::{self, Taken};
 use crate::wal::quarantine::{self, examine, learn, Examined};
-use crate::wal::reach::Reach;
+use crate::wal::retry::RetryPolicy;
 
 /// Bytes read at the end of a damaged object to learn what it still says
 /// of itself ([`crate::wal::quarantine::learn`]; rare, so generous).
@@ -73,6 +75,7 @@ impl TailWindow {
 pub(crate) struct RecoveredObject {
     pub(crate) size: u64,
     pub(crate) tail: Tail,
+    pub(crate) marks: Vec<MarkRecord>,
     pub(crate) releases: Vec<ReleaseRecord>,
 }
 
@@ -88,7 +91,12 @@ impl RecoveredObject {
     }
 
     pub(crate) fn indexed(&self) -> IndexedObject {
-        IndexedObject::from_tail(&self.tail, self.size, self.releases.clone())
+        IndexedObject::from_tail(
+            &self.tail,
+            self.size,
+            self.marks.clone(),
+            self.releases.clone(),
+        )
     }
 }
 
@@ -102,6 +110,15 @@ pub(crate) struct Recovered {
     /// What recovery left out of replay: damaged objects (quarantined) and
     /// intact objects above the tip off its chain.
     pub(crate) damage: Damage,
+    /// The sequences listed under `objects/` (intact or damaged).
+    pub(crate) present: BTreeSet<u64>,
+    /// The intact objects listed off the tip's chain (orphans), for the
+    /// walk: one whose predecessor landed after the listing continues the
+    /// chain once the walk adopts that predecessor.
+    pub(crate) orphans: BTreeMap<u64, RecoveredObject>,
+    /// The settle markers listed: each keeps the writer a walk stopped from
+    /// ever holding its key, so collection never deletes one (rule R5).
+    pub(crate) markers: BTreeSet<u64>,
 }
 
 /// Lists `prefix` and rebuilds its catalog, failing on a damaged object.
@@ -130,12 +147,50 @@ pub(crate) async fn recover(
 /// under `quarantine/` are left out under either policy: the operator
 /// decided. Each damaged object, and each intact object above the tip that
 /// will not be replayed, is logged as a warning naming what it holds.
+///
+/// An object that vanishes between the listing and the read of its tail was
+/// collected by a writer still running (an older process the open is about
+/// to fence, or the writer a tool reads): the snapshot is not consistent, so
+/// recovery lists again, up to [`LISTINGS`] times, and then fails with a
+/// transient error.
 #[tracing::instrument(name = "recover", skip_all, fields(prefix = %prefix))]
 pub(crate) async fn recover_with(
     storage: &Storage,
     prefix: &Prefix,
     config: &Config,
 ) -> Result<Recovered, Error> {
+    for listing in 1..=LISTINGS {
+        match recover_once(storage, prefix, config).await? {
+            Pass::Done(recovered) => return Ok(*recovered),
+            Pass::Vanished(objects) => {
+                tracing::info!(
+                    objects,
+                    listing,
+                    "objects vanished while recovery read them (a writer collects): listing again"
+                );
+            }
+        }
+    }
+    Err(Error::Storage {
+        source: crate::storage::StorageError::transient(format!(
+            "objects kept vanishing while recovery read them ({LISTINGS} listings): another \
+             process collects this prefix; repeat the open"
+        )),
+    })
+}
+
+/// Listings recovery makes before it gives up on a prefix whose objects
+/// keep vanishing under it.
+const LISTINGS: usize = 5;
+
+/// What one listing gave.
+enum Pass {
+    Done(Box<Recovered>),
+    /// Objects vanished after the listing: list again.
+    Vanished(usize),
+}
+
+async fn recover_once(storage: &Storage, prefix: &Prefix, config: &Config) -> Result<Pass, Error> {
     let (concurrency, policy) = (config.recovery_concurrency, config.on_damaged_object);
     let listed = storage.list(&prefix.objects_prefix()).await?;
     let mut keyed = Vec::with_capacity(listed.len());
@@ -145,18 +200,16 @@ pub(crate) async fn recover_with(
             None => tracing::warn!(key = %meta.key, "ignoring a key that is not an object key"),
         }
     }
+    let present: BTreeSet<u64> = keyed.iter().map(|(sequence, _)| *sequence).collect();
     let window = TailWindow::default();
     let window = &window;
     let read: Vec<Option<(u64, Examined)>> = futures::stream::iter(keyed)
         .map(|(sequence, meta)| async move {
             match examine(storage, &meta.key, meta.size, sequence, window).await? {
                 Some(examined) => Ok::<_, Error>(Some((sequence, examined))),
-                // Listed, then gone: collected by a writer (an older process
-                // still collecting, or this one before a crash). Only
-                // garbage is deleted; chain selection notices if a needed
-                // object is missing.
+                // Listed, then gone: collected by a writer still running.
                 None => {
-                    tracing::info!(key = %meta.key, "an object vanished after the listing: collected");
+                    tracing::debug!(key = %meta.key, "an object vanished after the listing: collected");
                     Ok(None)
                 }
             }
@@ -164,6 +217,10 @@ pub(crate) async fn recover_with(
         .buffer_unordered(concurrency.max(1))
         .try_collect()
         .await?;
+    let vanished = read.iter().filter(|r| r.is_none()).count();
+    if vanished > 0 {
+        return Ok(Pass::Vanished(vanished));
+    }
     let mut intact = BTreeMap::new();
     let mut damaged = BTreeMap::new();
     for (sequence, examined) in read.into_iter().flatten() {
@@ -190,11 +247,24 @@ pub(crate) async fn recover_with(
     let (catalog, selection, damage) =
         quarantine::assemble(&intact, &damaged, |s| prefix.object_key(s))?;
     warn(&damage);
-    Ok(Recovered {
+    let markers = intact
+        .iter()
+        .filter(|(_, o)| protocol::is_settle_marker(o.tail.header()))
+        .map(|(sequence, _)| *sequence)
+        .collect();
+    let orphans = selection
+        .orphans
+        .iter()
+        .filter_map(|sequence| intact.remove_entry(sequence))
+        .collect();
+    Ok(Pass::Done(Box::new(Recovered {
         catalog,
         selection,
         damage,
-    })
+        present,
+        orphans,
+        markers,
+    })))
 }
 
 /// The objects `objwal repair` moved under `quarantine/` whose sequence is
@@ -275,52 +345,235 @@ pub(crate) async fn read_tail(
         }
     };
     let release = tail.release_segment().copied();
-    let tail_start = release.map_or(tail.trailer.footer_offset, |r| {
-        r.offset.min(tail.trailer.footer_offset)
-    });
+    let marks = tail.marks_segment().copied();
+    let tail_start = [release, marks]
+        .into_iter()
+        .flatten()
+        .map(|s| s.offset)
+        .fold(tail.trailer.footer_offset, u64::min);
     window.learn(size.saturating_sub(tail_start));
+    let sequence = tail.header().sequence;
+    // A records segment from the window when it holds it (the usual case:
+    // both sit right before the footer), else with one ranged read.
+    let segment = |index: SegmentIndex| {
+        let within = if index.offset >= window_start {
+            let start = usize::try_from(index.offset - window_start).unwrap_or(usize::MAX);
+            let end = start.saturating_add(usize::try_from(index.len).unwrap_or(usize::MAX));
+            bytes.get(start..end).map(|_| bytes.slice(start..end))
+        } else {
+            None
+        };
+        async move {
+            match within {
+                Some(b) => Ok::<Bytes, Error>(b),
+                None => Ok(storage.read(key, index.range()).await?),
+            }
+        }
+    };
     let releases = match release {
         None => Vec::new(),
         Some(index) => {
-            let sequence = tail.header().sequence;
-            let within = if index.offset >= window_start {
-                let start = usize::try_from(index.offset - window_start).unwrap_or(usize::MAX);
-                let end = start.saturating_add(usize::try_from(index.len).unwrap_or(usize::MAX));
-                bytes.get(start..end).map(|_| bytes.slice(start..end))
-            } else {
-                None
-            };
-            let segment: Bytes = match within {
-                Some(b) => b,
-                None => storage.read(key, index.range()).await?,
-            };
-            format::decode_releases(&segment, &index, sequence).map_err(corrupted)?
+            format::decode_releases(&segment(index).await?, &index, sequence).map_err(corrupted)?
+        }
+    };
+    let marks = match marks {
+        None => Vec::new(),
+        Some(index) => {
+            format::decode_marks(&segment(index).await?, &index, sequence).map_err(corrupted)?
         }
     };
     Ok(RecoveredObject {
         size,
         tail,
+        marks,
         releases,
     })
 }
 
+/// Walks the run of the tip of `catalog` (rule R4 of rfcs/0006): from the
+/// key after the tip, a key holding an object that continues the chain is
+/// adopted (indexed: it may hold entries the older writer acknowledged, or
+/// will, once its response arrives), and the walk goes on from it; an
+/// empty key gets this process's settle marker. The walk stops at the first
+/// key that holds an object not continuing the chain (the marker, or any
+/// other) and returns it: the older writer can never hold that key, so it
+/// acknowledges nothing at or after it and creates nothing at or beyond it
+/// plus `protocol::WINDOW`. Keys are tried in rounds of 1, 2, 4, ... up to
+/// the window, so a walk keeps up with a busy older writer.
+pub(crate) async fn walk(
+    storage: &Storage,
+    prefix: &Prefix,
+    epoch: u64,
+    catalog: &mut Catalog,
+    recovered: &mut Recovered,
+    config: &Config,
+) -> Result<u64, Error> {
+    let blocked = walk_to_block(storage, prefix, epoch, catalog, recovered, config).await?;
+    // The key that stops the older writer holds a settle marker (this
+    // process's, or a concurrent opener's it met): never collected.
+    recovered.markers.insert(blocked);
+    Ok(blocked)
+}
+
+async fn walk_to_block(
+    storage: &Storage,
+    prefix: &Prefix,
+    epoch: u64,
+    catalog: &mut Catalog,
+    recovered: &Recovered,
+    config: &Config,
+) -> Result<u64, Error> {
+    let present = &recovered.present;
+    let retry = RetryPolicy::new(config, epoch);
+    let mut round = 0u32;
+    loop {
+        let Some(tip) = catalog.tip() else {
+            // Objects were listed, yet none is on a chain: nothing to walk
+            // from (recovery fails first when objects have no complete chain).
+            return Err(Error::recovery(
+                "objects are listed but none forms a chain to continue",
+            ));
+        };
+        let first = protocol::next_key(tip.sequence, tip.jump());
+        if first > format::MAX_SEQUENCE {
+            return Err(Error::recovery(
+                "no sequence is left: the prefix is exhausted",
+            ));
+        }
+        if present.contains(&first) {
+            // Listed: adopted if it continues the chain (its predecessor
+            // landed after the listing and the walk adopted it), else the
+            // walk stops here.
+            match adopt_listed(catalog, recovered, first)? {
+                true => continue,
+                false => return Ok(first),
+            }
+        }
+        let len = protocol::walk_round_len(round);
+        let last = first.saturating_add(len - 1).min(format::MAX_SEQUENCE);
+        let keys: Vec<u64> = (first..=last).filter(|k| !present.contains(k)).collect();
+        let retry = &retry;
+        let settled: BTreeMap<u64, CreateOutcome> = futures::stream::iter(keys)
+            .map(|key| async move { (key, settle(storage, prefix, epoch, key, retry).await) })
+            .buffer_unordered(config.recovery_concurrency.max(1))
+            .collect()
+            .await;
+        let mut key = first;
+        loop {
+            let outcome = match settled.get(&key) {
+                None if present.contains(&key) => match adopt_listed(catalog, recovered, key)? {
+                    true => {
+                        key = catalog
+                            .tip()
+                            .map_or(key + 1, |t| protocol::next_key(t.sequence, t.jump()));
+                        continue;
+                    }
+                    false => return Ok(key),
+                },
+                None => break, // beyond this round: walk on in the next
+                Some(outcome) => outcome,
+            };
+            match outcome {
+                CreateOutcome::Landed(_) => return Ok(key),
+                CreateOutcome::Failed(e) => return Err(Error::Storage { source: e.clone() }),
+                CreateOutcome::Taken {
+                    epoch: found,
+                    settle_marker,
+                    ..
+                } => {
+                    if found.is_some_and(|f| f > epoch) && !settle_marker {
+                        // A newer process already writes here.
+                        return Err(Error::fenced(epoch, found.unwrap_or(epoch + 1)));
+                    }
+                    let object_key = prefix.object_key(key);
+                    let found = read_late_object(storage, &object_key).await?;
+                    let tip = catalog.tip().map(|t| (t.sequence, t.epoch));
+                    if !tip.is_some_and(|t| protocol::continues(found.tail.header(), t)) {
+                        return Ok(key);
+                    }
+                    check_plausible(&object_key, found.tail.header())?;
+                    tracing::info!(
+                        key = %object_key,
+                        "adopting an older writer's object that landed after the listing"
+                    );
+                    let indexed = found.indexed();
+                    key = protocol::next_key(key, indexed.jump());
+                    catalog
+                        .insert(indexed)
+                        .map_err(|e| Error::recovery(e.to_string()))?;
+                }
+            }
+        }
+        round = round.saturating_add(1);
+    }
+}
+
+/// Adopts the listed intact object at `key` if it continues the chain of
+/// `catalog`; whether it did.
+fn adopt_listed(catalog: &mut Catalog, recovered: &Recovered, key: u64) -> Result<bool, Error> {
+    let Some(found) = recovered.orphans.get(&key) else {
+        return Ok(false); // damaged, or on no chain we can tell
+    };
+    let tip = catalog.tip().map(|t| (t.sequence, t.epoch));
+    if !tip.is_some_and(|t| protocol::continues(found.tail.header(), t)) {
+        return Ok(false);
+    }
+    tracing::info!(
+        key,
+        "adopting a listed object whose predecessor landed after the listing"
+    );
+    catalog
+        .insert(found.indexed())
+        .map_err(|e| Error::recovery(e.to_string()))?;
+    Ok(true)
+}
+
+/// Lands this process's settle marker at `key`, repeating a failed create
+/// after the retry delay (at most `stop_attempts` tries): the key must end
+/// up holding something.
+async fn settle(
+    storage: &Storage,
+    prefix: &Prefix,
+    epoch: u64,
+    key: u64,
+    retry: &RetryPolicy,
+) -> CreateOutcome {
+    let marker = match format::encode(&protocol::settle_marker(key, epoch)) {
+        Ok(bytes) => bytes,
+        Err(e) => {
+            return CreateOutcome::Failed(crate::storage::StorageError::permanent(format!(
+                "encoding a settle marker failed: {e}"
+            )))
+        }
+    };
+    let object_key = prefix.object_key(key);
+    let mut backoff = retry.backoff();
+    loop {
+        let outcome = create_object(storage, &object_key, std::slice::from_ref(&marker)).await;
+        match &outcome {
+            CreateOutcome::Failed(e)
+                if e.is_transient() && backoff.failures() + 1 < retry.stop_attempts =>
+            {
+                let delay = backoff.fail();
+                tracing::debug!(key = %object_key, error = %e, ?delay, "a settle marker failed; repeating it");
+                tokio::time::sleep(delay).await;
+            }
+            _ => return outcome,
+        }
+    }
+}
+
 /// Claims the prefix for `epoch`: creates the start object (no segments,
 /// linked to the tip of `catalog`) at the first free sequence from `first`,
-/// inserts it into `catalog` and returns its sequence.
-///
-/// An object of an earlier epoch found at the wanted sequence landed after
-/// the listing (an older process's create that was in flight). When it
-/// continues the tip's chain it is adopted (indexed as the new tip: it may
-/// hold entries the older process acknowledged); otherwise it is an orphan.
-/// Either way the start object moves to the next sequence (within `reach`,
-/// rule W5: past it, a probe first verifies the late object just met). An
-/// object of the same or a later epoch means another opener: recovery fails.
+/// inserts it into `catalog` and returns its sequence. An older epoch's
+/// object at a wanted sequence (a dead opener's start object, a late
+/// object of an older writer off the chain) is passed over; a newer
+/// process's object means this process is fenced.
 pub(crate) async fn write_start_object(
     storage: &Storage,
     prefix: &Prefix,
     epoch: u64,
     first: u64,
-    mut reach: Reach,
     catalog: &mut Catalog,
 ) -> Result<u64, Error> {
     let mut sequence = first;
@@ -330,19 +583,13 @@ pub(crate) async fn write_start_object(
                 "no sequence is left for a start object: the prefix is exhausted",
             ));
         }
-        if !reach.allows(sequence) {
-            // Late objects filled the sequences up to here; the one below is
-            // present, and a probe that misses every newer fence verifies it.
-            fence::check_not_fenced(storage, prefix, epoch).await?;
-            reach.verify(sequence - 1);
-        }
         let link = catalog.tip().map(|t| Link {
             sequence: t.sequence,
             epoch: t.epoch,
         });
         let floor = catalog.tip().map_or(0, |t| t.reclaim_boundary);
-        // Only release records count at open: the engine hands its
-        // watermarks in again after the open.
+        // Release records and durable flush marks count at open; the engine
+        // hands its newer watermarks in after the open.
         let live = catalog.first_live_sequence(|_| 0);
         let header = Header {
             sequence,
@@ -353,12 +600,14 @@ pub(crate) async fn write_start_object(
         let object = Object {
             header,
             segments: Vec::new(),
+            marks: Vec::new(),
             releases: Vec::new(),
         };
         let bytes = format::encode(&object).map_err(|e| Error::corrupted("start object", e))?;
         let key = prefix.object_key(sequence);
-        match create_object(storage, &key, bytes.clone(), epoch).await {
-            CreateOutcome::Durable => {
+        let outcome = create_object(storage, &key, std::slice::from_ref(&bytes)).await;
+        match outcome {
+            CreateOutcome::Landed(_) => {
                 catalog
                     .insert(IndexedObject {
                         sequence,
@@ -367,40 +616,34 @@ pub(crate) async fn write_start_object(
                         reclaim_boundary: header.reclaim_boundary,
                         size: bytes.len() as u64,
                         segments: Vec::new(),
+                        marks: Vec::new(),
                         releases: Vec::new(),
                     })
                     .map_err(|e| Error::recovery(e.to_string()))?;
                 return Ok(sequence);
             }
-            CreateOutcome::Stale { epoch: found } => {
-                let late = read_late_object(storage, &key).await?;
-                if late.tail.header().link == link && late.tail.header().epoch == found {
-                    tracing::info!(
-                        key,
-                        found,
-                        "adopting an older process's object that landed after the listing"
-                    );
-                    check_plausible(&key, late.tail.header())?;
-                    catalog
-                        .insert(late.indexed())
-                        .map_err(|e| Error::recovery(e.to_string()))?;
-                } else {
-                    tracing::info!(
-                        key,
-                        found,
-                        "an earlier epoch's orphan holds the start sequence; moving on"
-                    );
-                }
-                sequence += 1;
-            }
-            CreateOutcome::Conflict { epoch: found } => {
-                return Err(Error::recovery(format!(
-                    "another writer holds {key} (epoch {}), not below ours ({epoch}): \
-                     another process opened this prefix",
-                    found.map_or_else(|| "unknown".to_owned(), |e| e.to_string())
-                )));
-            }
             CreateOutcome::Failed(e) => return Err(Error::Storage { source: e }),
+            CreateOutcome::Taken { .. } => match outcome.taken(epoch) {
+                Some(Taken::Fenced { newer }) => return Err(Error::fenced(epoch, newer)),
+                _ => match &outcome {
+                    CreateOutcome::Taken {
+                        epoch: Some(found), ..
+                    } if *found < epoch => {
+                        tracing::info!(
+                            key,
+                            found,
+                            "an older epoch's object holds the start sequence; moving on"
+                        );
+                        sequence += 1;
+                    }
+                    _ => {
+                        return Err(Error::recovery(format!(
+                            "another writer holds {key}, not of an older epoch than ours \
+                             ({epoch}): another process opened this prefix"
+                        )))
+                    }
+                },
+            },
         }
     }
 }

@@ -61,6 +61,7 @@ pub fn object() -> impl Strategy<Value = Object> {
                     .into_iter()
                     .map(|(region, entries)| Segment { region, entries })
                     .collect(),
+                marks: Vec::new(),
                 releases: releases
                     .into_iter()
                     .map(|(region, released_through)| ReleaseRecord {

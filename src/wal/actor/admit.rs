@@ -33,24 +33,24 @@ impl Actor {
             let _ = reply.send(Err(e));
             return;
         }
-        if self.config.ack_mode == AckMode::Enqueued {
-            if let Some(failing) = &self.backlog.failing {
-                self.metrics.rejected_appends.increment(1);
-                let _ = reply.send(Err(Error::Failing {
-                    reason: failing.reason.clone(),
-                }));
-                return;
-            }
-            if !self.backlog.stalled.is_empty() || self.backlog_is_full() {
-                self.metrics.stalled_appends.increment(1);
-                self.backlog.stalled.push_back(Stalled {
-                    entries,
-                    arrived,
-                    reply,
-                });
-                self.make_progress();
-                return;
-            }
+        if let Some(failing) = &self.backlog.failing {
+            self.metrics.rejected_appends.increment(1);
+            let _ = reply.send(Err(Error::Failing {
+                reason: failing.reason.clone(),
+            }));
+            return;
+        }
+        if self.config.ack_mode == AckMode::Enqueued
+            && (!self.backlog.stalled.is_empty() || self.backlog_is_full())
+        {
+            self.metrics.stalled_appends.increment(1);
+            self.backlog.stalled.push_back(Stalled {
+                entries,
+                arrived,
+                reply,
+            });
+            self.make_progress();
+            return;
         }
         self.admit(entries, arrived, reply);
     }
@@ -207,13 +207,9 @@ impl Actor {
                 "entry id {id} is beyond the last usable sequence"
             )));
         }
-        // New ids must never fall at or below a watermark handed in from a
-        // previous life of the store (reach bounds where they go: markers
-        // carry the pipeline there).
-        self.next_sequence = self.next_sequence.max(format::sequence_of(id) + 1);
         // Enqueued mode: never hide an entry that is not durable yet, so a
         // crash cannot lose an entry the engine believes flushed.
-        let id = match self.config.ack_mode {
+        let mark = match self.config.ack_mode {
             AckMode::Durable => id,
             AckMode::Enqueued if self.is_durable(region, id) => id,
             AckMode::Enqueued => {
@@ -222,8 +218,32 @@ impl Actor {
                 id.min(durable)
             }
         };
-        self.regions.obsolete(region, id);
+        if mark > self.regions.watermark(region) {
+            // Rides with the next object (rfcs/0005, "Flush marks").
+            let slot = self.marks.entry(region).or_insert(mark);
+            *slot = (*slot).max(mark);
+        }
+        self.regions.obsolete(region, mark);
+        // New ids must never fall at or below a watermark handed in (from
+        // a previous life of the store, or another log's, as an import
+        // does): ids admitted from now on lie above it.
+        if format::sequence_of(id) >= self.next_sequence {
+            self.jump(id)?;
+        }
         self.arm_collect();
+        Ok(())
+    }
+
+    /// Moves the run above `id`: the open batch (or a new, empty one) carries
+    /// the jump record and is sealed now, and the next batch opens at the
+    /// sequence above `id`, so nothing admitted after this call gets an id at
+    /// or below it (rfcs/0006, "Runs": a newer process's walk follows the
+    /// jump; the batch after it starts only once the jump is indexed).
+    fn jump(&mut self, id: EntryId) -> Result<(), Error> {
+        let open = self.open_batch(Instant::now())?;
+        open.batch.jump = Some(open.batch.jump.map_or(id, |j| j.max(id)));
+        self.seal(SealReason::Requested);
+        self.next_sequence = self.next_sequence.max(format::sequence_of(id) + 1);
         Ok(())
     }
 
@@ -271,10 +291,18 @@ impl Actor {
             return;
         }
         if let Some(sealed) = self.pipeline.get_mut(sequence) {
-            if sealed.last_id(region).is_some_and(|last| id <= last) {
-                sealed.waiters.push(Waiter::Durable { reply });
-            } else {
+            if sealed.last_id(region).is_none_or(|last| id > last) {
                 let _ = reply.send(Err(never()));
+            } else if sealed.answered {
+                let _ = reply.send(Err(Error::NotDurable {
+                    reason: format!(
+                        "entry {} of region {region} is not durable: its batch failed",
+                        crate::id::Dotted(id)
+                    )
+                    .into(),
+                }));
+            } else {
+                sealed.waiters.push(Waiter::Durable { reply });
             }
             return;
         }

@@ -13,6 +13,10 @@
 //! An idle store still collects: when the boundary it would write now is
 //! ahead of the durable one and indexed objects lie below it, a tick writes
 //! one empty object that carries it (at most once per flush interval).
+//!
+//! Settle markers are never deleted (rule R5 of rfcs/0006): each keeps a
+//! writer that a newer process's walk stopped from ever holding its key, and
+//! that writer may still be running.
 
 use std::collections::BTreeSet;
 
@@ -57,18 +61,21 @@ pub(super) struct Collector {
     deleted: BTreeSet<u64>,
     /// When collection runs again (a retry, or the idle tick).
     pub(super) tick_at: Option<Instant>,
+    /// Settle markers: never deleted.
+    keep: std::sync::Arc<BTreeSet<u64>>,
 }
 
 impl Collector {
     /// A collector whose catalog starts at `first` (below it everything was
     /// collected before this instance started).
-    pub(super) fn new(first: u64) -> Self {
+    pub(super) fn new(first: u64, keep: BTreeSet<u64>) -> Self {
         Collector {
             passes: FuturesUnordered::new(),
             collected_boundary: 0,
             collecting_below: first,
             deleted: BTreeSet::new(),
             tick_at: None,
+            keep: std::sync::Arc::new(keep),
         }
     }
 
@@ -111,9 +118,10 @@ impl Actor {
         self.collector.collecting_below = self.collector.collecting_below.max(boundary);
         let storage = self.storage.clone();
         let prefix = self.prefix.clone();
+        let keep = self.collector.keep.clone();
         self.collector
             .passes
-            .push(tokio::spawn(collect(storage, prefix, boundary)));
+            .push(tokio::spawn(collect(storage, prefix, boundary, keep)));
     }
 
     pub(super) fn on_pass(&mut self, done: Result<Pass, JoinError>) {
@@ -194,8 +202,14 @@ impl Actor {
     }
 }
 
-/// One pass: list, then delete up to [`PASS_LIMIT`] objects below `boundary`.
-async fn collect(storage: Storage, prefix: Prefix, boundary: u64) -> Pass {
+/// One pass: list, then delete up to [`PASS_LIMIT`] objects below `boundary`
+/// (never a settle marker in `keep`).
+async fn collect(
+    storage: Storage,
+    prefix: Prefix,
+    boundary: u64,
+    keep: std::sync::Arc<BTreeSet<u64>>,
+) -> Pass {
     let mut pass = Pass {
         boundary,
         deleted: Vec::new(),
@@ -214,7 +228,7 @@ async fn collect(storage: Storage, prefix: Prefix, boundary: u64) -> Pass {
         .into_iter()
         .filter_map(|meta| {
             let sequence = prefix.parse_object_key(&meta.key)?;
-            (sequence < boundary).then_some((sequence, meta.key))
+            (sequence < boundary && !keep.contains(&sequence)).then_some((sequence, meta.key))
         })
         .collect();
     pass.more = victims.len() > PASS_LIMIT;

@@ -16,20 +16,41 @@ pub(super) struct Ledger {
     lost_bytes: u64,
     lost_releases: u64,
     reason: Option<String>,
+    /// Where the count of entries not yet settled is published, so that a
+    /// handle can say what may be lost if the actor dies.
+    shared: Option<std::sync::Arc<crate::wal::Shared>>,
 }
 
 impl Ledger {
+    /// A ledger that publishes its unsettled count to `shared`.
+    pub(super) fn new(shared: std::sync::Arc<crate::wal::Shared>) -> Self {
+        Ledger {
+            shared: Some(shared),
+            ..Ledger::default()
+        }
+    }
+
+    fn publish(&self) {
+        if let Some(shared) = &self.shared {
+            let settled = self.durable + self.failed + self.lost_entries;
+            shared.set_unsettled(self.admitted.saturating_sub(settled));
+        }
+    }
+
     pub(super) fn admit(&mut self, entries: u64) {
         self.admitted += entries;
+        self.publish();
     }
 
     pub(super) fn durable(&mut self, entries: u64) {
         self.durable += entries;
+        self.publish();
     }
 
     /// Entries whose callers were told their batch failed.
     pub(super) fn failed(&mut self, entries: u64) {
         self.failed += entries;
+        self.publish();
     }
 
     /// Entries (and payload bytes) dropped that were acknowledged or taken
@@ -40,6 +61,7 @@ impl Ledger {
         if entries > 0 {
             self.reason.get_or_insert_with(reason);
         }
+        self.publish();
     }
 
     /// Release records that could not be made durable.
@@ -69,6 +91,29 @@ impl Ledger {
                 .clone()
                 .unwrap_or_else(|| "unknown".to_owned())
                 .into(),
+        }
+    }
+
+    /// The error a fenced store's stop returns: fenced, naming what it
+    /// admitted but never made durable (in enqueued mode no `wait_durable`
+    /// returned for those entries, so nothing promised is among them).
+    pub(super) fn fenced_error(&self, ours: u64, newer: u64) -> crate::Error {
+        let detail = if self.has_loss() {
+            Some(
+                format!(
+                    "{} entries ({} bytes) admitted but never made durable and {} release records \
+                     are not in the log",
+                    self.lost_entries, self.lost_bytes, self.lost_releases
+                )
+                .into(),
+            )
+        } else {
+            None
+        };
+        crate::Error::Fenced {
+            ours,
+            newer,
+            detail,
         }
     }
 

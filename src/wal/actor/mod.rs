@@ -8,32 +8,36 @@
 //! |---|---|
 //! | [`regions::Regions`] | ids handed out, watermarks, releases, durable ids |
 //! | the open batch ([`Open`]) and the [`SealPolicy`] | admitted entries; when they are sealed |
-//! | [`pipeline::Pipeline`] | sealed batches, creates in flight, reach (rule W5) |
-//! | [`probe::Probes`] | fence probes that precede acknowledgements |
-//! | [`Backlog`] | enqueued mode: held-back appends and the failing state |
+//! | [`pipeline::Pipeline`] | the sealed batches of the run, creates in flight, the window |
+//! | [`Backlog`] | held-back appends (enqueued mode) and the failing state |
 //! | [`Kept`] | release records waiting for the next object |
+//! | `marks` | flush marks waiting for the next object |
 //! | [`collect::Collector`] | collection passes and what they deleted |
 //! | [`pinning::Pins`] | flush requests asked, and their subscribers |
 //! | [`ledger::Ledger`] | where every admitted entry went |
 //!
 //! After every event the loop calls [`Actor::progress`]: start the creates
-//! that may start, land a marker or start a probe when reach or
-//! acknowledgements need one, then ask the policy whether to seal.
+//! that may start, then ask the policy whether to seal.
 //!
+//! An object is acknowledged once it and every object of the run before it
+//! landed as this writer's own (rfcs/0006, R2): no request follows a create.
 //! Outcomes of a create, by ack mode:
 //!
 //! | event                                 | durable mode                              | enqueued mode (and any stop)                 |
 //! |---------------------------------------|-------------------------------------------|----------------------------------------------|
-//! | durable                               | probed, indexed in order, callers acked   | probed, indexed in order; failing ends       |
-//! | failed (transient or permanent)       | every batch not yet indexed fails; serving| kept, repeated with the same bytes after a growing delay; *failing* |
-//! | earlier-epoch object at the sequence  | every batch not yet indexed fails; serving| poisoned (acknowledged ids cannot move)      |
-//! | same-or-later epoch object            | fenced or poisoned                        | fenced or poisoned                           |
+//! | landed (the batch, or its void)       | indexed in order, callers acked           | indexed in order; failing ends               |
+//! | a batch's create failed               | its callers fail; its void is created (R1) | repeated with the same bytes after a growing delay; *failing* |
+//! | a void's create failed                | *failing*: repeated after a delay; new appends refused, waiting batches voided | -                |
+//! | a newer process's object at the key   | fenced                                    | fenced                                       |
+//! | a foreign object at the key           | poisoned                                  | poisoned                                     |
 //! | encode or catalog error               | poisoned (the loss counted)               | poisoned (the loss counted)                  |
 //! | last sequence indexed                 | acked, then poisoned                      | acked, then poisoned                         |
 //!
-//! Failed sequences are never handed out again; late completions of failed
-//! batches are ignored (their objects are orphans). Release records of a
-//! failed batch are kept and sealed into the next object.
+//! Keys are never abandoned: a failed batch's key holds its void (or the
+//! batch, if a late request of it wins); a key a stop gives up on is
+//! settled by the next process that opens the prefix. Release records and
+//! flush marks of a failed batch ride in its void, and the release records
+//! are also kept for the next object.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::Arc;
@@ -46,7 +50,7 @@ use tokio::time::Instant;
 use crate::catalog::Catalog;
 use crate::config::Config;
 use crate::error::Error;
-use crate::format::RELEASE_REGION;
+use crate::format;
 use crate::metrics::StoreMetrics;
 use crate::storage::keys::Prefix;
 use crate::storage::{ObjectStorage, Storage};
@@ -54,7 +58,6 @@ use crate::{EntryId, RegionId};
 
 use super::batch::OpenBatch;
 use super::policy::{Budget, SealPolicy};
-use super::reach::Reach;
 use super::reader::SegmentPage;
 use super::retry::{Backoff, RetryPolicy};
 use super::{Launch, Shared};
@@ -65,7 +68,6 @@ mod collect;
 mod ledger;
 mod pinning;
 mod pipeline;
-mod probe;
 mod regions;
 mod replay;
 mod seal;
@@ -197,14 +199,12 @@ struct Stalled {
     reply: Reply<Vec<EntryId>>,
 }
 
-/// Creates fail and are repeated: enqueued mode, and any mode during a stop.
+/// Creates fail and are repeated after a growing delay; new appends and
+/// releases are refused until a create lands.
 struct Failing {
     reason: Arc<str>,
     backoff: Backoff,
     retry_at: Instant,
-    /// Failing because fence probes fail (a probe's success ends it), not
-    /// creates (a create's success ends it).
-    probe: bool,
 }
 
 /// Enqueued mode's held-back appends, and the failing state of creates.
@@ -255,18 +255,17 @@ pub(crate) struct Actor {
     /// The sequence of the next batch to open.
     next_sequence: u64,
     pipeline: pipeline::Pipeline,
-    probes: probe::Probes,
     backlog: Backlog,
     kept: Kept,
+    /// Flush marks handed in since the last seal: they ride with the next
+    /// object (a region whose mark did not change adds nothing).
+    marks: BTreeMap<RegionId, EntryId>,
     collector: collect::Collector,
     pins: pinning::Pins,
     /// The largest boundary carried by an object sealed so far.
     boundary: u64,
     /// Sequences whose batches failed (the latest ones), for `wait_durable`.
     failed: BTreeSet<u64>,
-    /// The marker's failures in a row, and when it may be tried again.
-    marker_backoff: Option<Backoff>,
-    marker_retry_at: Option<Instant>,
     ledger: ledger::Ledger,
     stopping: Option<Stopping>,
     poisoned: Option<Error>,
@@ -292,6 +291,7 @@ impl Actor {
         };
         let boundary = launch.catalog.tip().map_or(0, |t| t.reclaim_boundary);
         let collected = launch.catalog.objects().next().map_or(0, |o| o.sequence);
+        debug_assert!(config.max_inflight_creates as u64 <= super::protocol::WINDOW);
         Actor {
             policy: SealPolicy::new(config.max_batch_bytes, config.flush_interval, budget),
             retry: RetryPolicy::new(&config, launch.epoch ^ launch.next_sequence),
@@ -299,23 +299,21 @@ impl Actor {
             prefix: launch.prefix,
             epoch: launch.epoch,
             metrics,
+            ledger: ledger::Ledger::new(shared.clone()),
             shared,
             regions: regions::Regions::recovered(&launch.catalog),
             catalog: launch.catalog,
             open: None,
             seal_at: None,
             next_sequence: launch.next_sequence,
-            pipeline: pipeline::Pipeline::new(Reach::new(launch.epoch, launch.verified)),
-            probes: probe::Probes::default(),
+            pipeline: pipeline::Pipeline::new(),
             backlog: Backlog::default(),
             kept: Kept::default(),
-            collector: collect::Collector::new(collected),
+            marks: BTreeMap::new(),
+            collector: collect::Collector::new(collected, launch.markers),
             pins: pinning::Pins::default(),
             boundary,
             failed: BTreeSet::new(),
-            marker_backoff: None,
-            marker_retry_at: None,
-            ledger: ledger::Ledger::default(),
             stopping: None,
             poisoned: None,
             exhausted: false,
@@ -338,8 +336,6 @@ impl Actor {
             let seal_at = self.seal_at;
             let kept_at = self.kept.deadline;
             let collect_at = self.collector.tick_at;
-            let probe_at = self.probes.retry_at;
-            let marker_at = self.marker_retry_at;
             // Only until it passes: afterwards a create starts as soon as a
             // slot is free, on the event that frees it (a due timer would spin).
             let now = Instant::now();
@@ -352,7 +348,6 @@ impl Actor {
             tokio::select! {
                 biased;
                 Some(done) = self.pipeline.creates.next(), if !self.pipeline.creates.is_empty() => self.on_create_done(done),
-                Some(done) = self.probes.in_flight.next(), if !self.probes.in_flight.is_empty() => self.on_probe(done),
                 Some(done) = self.collector.passes.next(), if !self.collector.passes.is_empty() => self.on_pass(done),
                 command = rx.recv_async() => match command {
                     Ok(command) => self.handle(command),
@@ -365,8 +360,6 @@ impl Actor {
                 () = sleep_until(kept_at), if kept_at.is_some() => self.on_kept_tick(),
                 () = sleep_until(retry_at), if retry_at.is_some() => {}
                 () = sleep_until(collect_at), if collect_at.is_some() => self.on_collect_tick(),
-                () = sleep_until(probe_at), if probe_at.is_some() => self.probes.retry_at = None,
-                () = sleep_until(marker_at), if marker_at.is_some() => self.marker_retry_at = None,
             }
         }
     }
@@ -425,8 +418,6 @@ impl Actor {
                 return;
             }
             self.start_creates();
-            self.maybe_marker();
-            self.maybe_probe();
             if !self.apply_policy() {
                 break;
             }
@@ -452,9 +443,6 @@ impl Actor {
         self.pipeline.abort_all();
         for pass in self.collector.passes.iter() {
             pass.abort();
-        }
-        for probe in self.probes.in_flight.iter() {
-            probe.abort();
         }
         tracing::debug!(prefix = %self.prefix, "every handle dropped; the actor ends");
     }
@@ -485,9 +473,9 @@ impl Actor {
 }
 
 fn check_region(region: RegionId) -> Result<(), Error> {
-    if region == RELEASE_REGION {
+    if format::is_reserved_region(region) {
         return Err(Error::invalid(format!(
-            "region {region} (u64::MAX) is reserved for release records"
+            "region {region} is reserved (u64::MAX - 255 for flush marks, u64::MAX for release records)"
         )));
     }
     Ok(())

@@ -1,14 +1,17 @@
-//! The upload pipeline: sealed batches in sequence order, the creates in
-//! flight, and the reach that bounds where a create may go.
+//! The upload pipeline: the sealed batches of this writer's run in key
+//! order, and the creates in flight.
 //!
 //! Invariants:
-//! - batches are held in strictly increasing sequence order and leave only
-//!   from the front (indexed) or all together (failed);
-//! - creates start in sequence order, at most `max_inflight_creates` at once,
-//!   and never beyond reach (rule W5 of [`super::super::reach`]);
-//! - `present` is the highest sequence at which an object is known to exist
-//!   (a durable batch, a landed marker, a late object seen); a fence probe
-//!   that starts with it and misses every newer fence verifies it.
+//! - batches are held in strictly increasing sequence order, each at the
+//!   key after the one before in the run (rfcs/0006, "Runs"), and leave only
+//!   from the front once landed (indexed), or all together (the backlog is
+//!   given up);
+//! - creates start in sequence order, at most `max_inflight_creates` at
+//!   once, only for the first [`WINDOW`] batches, and never behind a batch
+//!   that carries a jump (rule R3 of [`super::super::protocol`]);
+//! - a batch whose create failed in durable mode becomes its *void* (the
+//!   same header, marks and releases without the entries) and stays in place
+//!   until the void or the batch lands: its key is never abandoned (R1).
 
 use std::collections::{BTreeMap, VecDeque};
 use std::future::Future;
@@ -18,35 +21,55 @@ use futures::stream::FuturesUnordered;
 use tokio::task::{AbortHandle, JoinHandle};
 use tokio::time::Instant;
 
-use crate::format::Tail;
+use crate::format::{MarkRecord, Tail};
 use crate::{EntryId, RegionId};
 
 use super::super::create::CreateOutcome;
-use super::super::reach::{self, Reach};
+use super::super::protocol::WINDOW;
 use super::Waiter;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum FlightState {
-    /// Sealed, waiting for a create slot, for reach, or for a retry delay.
+    /// Sealed, waiting for a create slot, for the window, or for a retry.
     Waiting,
     /// Its create is running.
     Running,
-    /// Durable, waiting for a probe and for earlier batches to be indexed.
-    Durable,
+    /// Landed (the batch or its void), waiting for earlier batches.
+    Landed,
+}
+
+/// The void of a batch whose create failed: what lands at its key instead.
+pub(super) struct Void {
+    pub(super) bytes: Bytes,
+    pub(super) tail: Tail,
 }
 
 /// A sealed batch in the pipeline.
 pub(super) struct Sealed {
     pub(super) sequence: u64,
+    /// The batch's bytes and tail.
     pub(super) bytes: Bytes,
     pub(super) tail: Tail,
+    /// Set once the batch's create failed in durable mode: the key is
+    /// settled by whichever of the void and the batch lands.
+    pub(super) void: Option<Void>,
+    /// Whether the void (not the batch) landed.
+    pub(super) landed_void: bool,
+    /// Its appends and barriers were answered with a failure (durable
+    /// mode): its entries are counted failed, and if the batch itself lands
+    /// after all, this life indexes it without its entries.
+    pub(super) answered: bool,
     pub(super) waiters: Vec<Waiter>,
     pub(super) opened_at: Instant,
     pub(super) sealed_at: Instant,
+    /// Entries and payload bytes still to be made durable (0 once voided).
     pub(super) entries: u64,
     pub(super) payload_bytes: u64,
     pub(super) last_ids: Vec<(RegionId, EntryId)>,
+    pub(super) marks: Vec<MarkRecord>,
     pub(super) releases: BTreeMap<RegionId, EntryId>,
+    /// It carries a jump: the next batch of the run waits until it is indexed.
+    pub(super) jump: bool,
     pub(super) state: FlightState,
     pub(super) abort: Option<AbortHandle>,
 }
@@ -65,40 +88,43 @@ impl Sealed {
             .find(|(r, _)| *r == region)
             .map(|(_, id)| *id)
     }
+
+    /// The byte strings of ours that may be at its key, the one to send
+    /// first.
+    pub(super) fn ours(&self) -> Vec<Bytes> {
+        match &self.void {
+            Some(void) => vec![void.bytes.clone(), self.bytes.clone()],
+            None => vec![self.bytes.clone()],
+        }
+    }
+
+    /// Records which of [`Sealed::ours`] landed.
+    pub(super) fn landed(&mut self, which: usize) {
+        self.landed_void = self.void.is_some() && which == 0;
+    }
 }
 
-/// What a create was for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum CreateKind {
-    /// A sealed batch.
-    Batch,
-    /// A marker: an empty object that proves a sequence present.
-    Marker,
-}
-
-/// A finished create.
-pub(super) type CreateDone = (u64, CreateKind, CreateOutcome);
+/// A finished create of the batch of a sequence.
+pub(super) type CreateDone = (u64, CreateOutcome);
 
 /// The sealed batches and their creates.
 pub(super) struct Pipeline {
     batches: VecDeque<Sealed>,
     running: usize,
-    /// Batches waiting for their create, payload bytes, entries and release
-    /// records of all batches: kept as counts so that what the actor asks
-    /// after every event does not scale with a large enqueued backlog.
+    /// Batches waiting for their create, payload bytes, entries, batches
+    /// with release records and batches with a jump: kept as counts so that
+    /// what the actor asks after every event does not scale with a large
+    /// enqueued backlog.
     waiting: usize,
     payload: u64,
     entries: u64,
     with_releases: usize,
-    reach: Reach,
-    present: u64,
-    marker: Option<(u64, AbortHandle)>,
+    jumps: usize,
     pub(super) creates: FuturesUnordered<JoinHandle<CreateDone>>,
 }
 
 impl Pipeline {
-    /// An empty pipeline of a process whose `reach` is known.
-    pub(super) fn new(reach: Reach) -> Self {
+    pub(super) fn new() -> Self {
         Pipeline {
             batches: VecDeque::new(),
             running: 0,
@@ -106,9 +132,7 @@ impl Pipeline {
             payload: 0,
             entries: 0,
             with_releases: 0,
-            present: reach.verified(),
-            reach,
-            marker: None,
+            jumps: 0,
             creates: FuturesUnordered::new(),
         }
     }
@@ -137,6 +161,7 @@ impl Pipeline {
         };
         flag(&mut self.waiting, b.state == FlightState::Waiting);
         flag(&mut self.with_releases, !b.releases.is_empty());
+        flag(&mut self.jumps, b.jump);
     }
 
     /// Moves a batch to `state` (keeping the counts).
@@ -153,6 +178,35 @@ impl Pipeline {
         }
     }
 
+    /// Settles the key of the batch of `sequence` with its void from now on
+    /// (its creates send the void; either may land): it waits for a create
+    /// again.
+    pub(super) fn void(&mut self, sequence: u64, void: Void) {
+        if let Some(b) = self.get_mut(sequence) {
+            b.void = Some(void);
+        }
+        self.set_state(sequence, FlightState::Waiting);
+    }
+
+    /// The callers of the batch of `sequence` were answered with a failure:
+    /// its entries leave the backlog; returns how many (0 when they had
+    /// left already).
+    pub(super) fn answered(&mut self, sequence: u64) -> u64 {
+        let Some(b) = self.batches.iter_mut().find(|b| b.sequence == sequence) else {
+            return 0;
+        };
+        if b.answered {
+            return 0;
+        }
+        b.answered = true;
+        let (entries, payload) = (b.entries, b.payload_bytes);
+        b.entries = 0;
+        b.payload_bytes = 0;
+        self.entries = self.entries.saturating_sub(entries);
+        self.payload = self.payload.saturating_sub(payload);
+        entries
+    }
+
     pub(super) fn is_empty(&self) -> bool {
         self.batches.is_empty()
     }
@@ -165,6 +219,10 @@ impl Pipeline {
         self.batches.back()
     }
 
+    pub(super) fn iter(&self) -> impl Iterator<Item = &Sealed> {
+        self.batches.iter()
+    }
+
     pub(super) fn iter_mut(&mut self) -> impl Iterator<Item = &mut Sealed> {
         self.batches.iter_mut()
     }
@@ -173,28 +231,9 @@ impl Pipeline {
         self.batches.iter_mut().find(|b| b.sequence == sequence)
     }
 
-    /// Creates running (batches and the marker).
+    /// Creates running.
     pub(super) fn running(&self) -> usize {
-        self.running + usize::from(self.marker.is_some())
-    }
-
-    pub(super) fn reach(&self) -> &Reach {
-        &self.reach
-    }
-
-    /// The highest sequence known present.
-    pub(super) fn present(&self) -> u64 {
-        self.present
-    }
-
-    /// An object is known to exist at `sequence`.
-    pub(super) fn saw_present(&mut self, sequence: u64) {
-        self.present = self.present.max(sequence);
-    }
-
-    /// A probe that started with `present` missed every newer fence.
-    pub(super) fn verify(&mut self, present: u64) {
-        self.reach.verify(present);
+        self.running
     }
 
     /// Whether a batch waits for its create.
@@ -209,50 +248,53 @@ impl Pipeline {
         self.waiting > 0
     }
 
-    /// Whether a new batch at `sequence` could start its create at once:
-    /// nothing waits before it, a slot is free, and it is within reach.
-    pub(super) fn could_start(&self, sequence: u64, max_inflight: usize) -> bool {
-        !self.has_waiting() && self.running() < max_inflight && self.reach.allows(sequence)
+    /// Whether a new batch pushed now could start its create at once:
+    /// nothing waits before it, a slot is free, and it is within the window
+    /// (no jump before it, fewer than [`WINDOW`] batches ahead).
+    pub(super) fn could_start(&self, max_inflight: usize) -> bool {
+        !self.has_waiting()
+            && self.running < max_inflight
+            && self.jumps == 0
+            && (self.batches.len() as u64) < WINDOW
     }
 
-    /// The next batch whose create may start now, if any (creates start in
-    /// sequence order, within the slots and within reach).
+    /// The next batch whose create may start now, if any: the first waiting
+    /// one, within the slots and the window (rule R3).
     pub(super) fn next_startable(&mut self, max_inflight: usize) -> Option<&mut Sealed> {
-        if self.running() >= max_inflight {
+        if self.running >= max_inflight || self.waiting == 0 {
             return None;
         }
-        let reach = self.reach;
-        self.batches
-            .iter_mut()
-            .find(|b| b.state == FlightState::Waiting)
-            .filter(|b| reach.allows(b.sequence))
+        let mut jump_before = false;
+        for (i, b) in self.batches.iter_mut().enumerate() {
+            if i as u64 >= WINDOW || jump_before {
+                return None;
+            }
+            if b.state == FlightState::Waiting {
+                return Some(b);
+            }
+            jump_before = b.jump;
+        }
+        None
     }
 
-    /// Starts a create task: `sequence` must be a waiting batch (or, for a
-    /// marker, the sequence [`Pipeline::marker_needed`] named).
+    /// Starts a create task for the waiting batch of `sequence`.
     pub(super) fn start(
         &mut self,
         sequence: u64,
-        kind: CreateKind,
         task: impl Future<Output = CreateDone> + Send + 'static,
     ) {
         let handle = tokio::spawn(task);
         let abort = handle.abort_handle();
-        match kind {
-            CreateKind::Batch => {
-                self.set_state(sequence, FlightState::Running);
-                if let Some(b) = self.get_mut(sequence) {
-                    b.abort = Some(abort);
-                }
-                self.running += 1;
-            }
-            CreateKind::Marker => self.marker = Some((sequence, abort)),
+        self.set_state(sequence, FlightState::Running);
+        if let Some(b) = self.get_mut(sequence) {
+            b.abort = Some(abort);
         }
+        self.running += 1;
         self.creates.push(handle);
     }
 
-    /// A batch create finished: `None` when the batch is no longer running
-    /// (it failed with the pipeline; a late completion is an orphan).
+    /// A create finished: `None` when the batch is no longer running (the
+    /// backlog was given up; a late completion is an orphan).
     pub(super) fn finished(&mut self, sequence: u64) -> Option<&mut Sealed> {
         let batch = self
             .batches
@@ -263,47 +305,12 @@ impl Pipeline {
         Some(batch)
     }
 
-    /// The marker create finished.
-    pub(super) fn marker_finished(&mut self, sequence: u64) -> bool {
-        if self.marker.as_ref().is_some_and(|(s, _)| *s == sequence) {
-            self.marker = None;
-            return true;
-        }
-        false
-    }
-
-    /// Where a marker must land before the first waiting batch can start: its
-    /// sequence is beyond reach, nothing running or durable-but-unprobed can
-    /// raise the verified sequence, and no marker is in flight.
-    pub(super) fn marker_needed(&self, probing: bool) -> Option<u64> {
-        if self.marker.is_some() || self.running > 0 || probing {
-            return None;
-        }
-        if self.present > self.reach.verified() {
-            return None; // a probe will verify what is present
-        }
-        let first = self
-            .batches
-            .iter()
-            .find(|b| b.state == FlightState::Waiting)?;
-        reach::marker_sequence(&self.reach, first.sequence)
-    }
-
-    /// The last sequence of the durable batches at the front, if any.
-    pub(super) fn durable_prefix_end(&self) -> Option<u64> {
-        self.batches
-            .iter()
-            .take_while(|b| b.state == FlightState::Durable)
-            .last()
-            .map(|b| b.sequence)
-    }
-
-    /// Takes the front batch if it is durable and at or below `covers`.
-    pub(super) fn pop_indexable(&mut self, covers: u64) -> Option<Sealed> {
+    /// Takes the front batch if it landed.
+    pub(super) fn pop_landed(&mut self) -> Option<Sealed> {
         if self
             .batches
             .front()
-            .is_some_and(|b| b.state == FlightState::Durable && b.sequence <= covers)
+            .is_some_and(|b| b.state == FlightState::Landed)
         {
             let b = self.batches.pop_front()?;
             self.count(&b, -1);
@@ -312,14 +319,16 @@ impl Pipeline {
         None
     }
 
-    /// Takes every batch out (a failed pipeline, or a loss); their sequences
-    /// stay used, and creates still running finish as orphans.
+    /// Takes every batch out (the backlog is given up); creates still
+    /// running finish as orphans, and their keys are settled by the next
+    /// process that opens the prefix.
     pub(super) fn drain(&mut self) -> Vec<Sealed> {
         self.running = 0;
         self.waiting = 0;
         self.payload = 0;
         self.entries = 0;
         self.with_releases = 0;
+        self.jumps = 0;
         self.batches.drain(..).collect()
     }
 
@@ -330,22 +339,20 @@ impl Pipeline {
                 abort.abort();
             }
         }
-        if let Some((_, abort)) = &self.marker {
-            abort.abort();
-        }
     }
 
-    /// Payload bytes of the sealed batches.
+    /// Payload bytes of the sealed batches not voided.
     pub(super) fn payload_bytes(&self) -> u64 {
         self.payload
     }
 
-    /// Entries of the sealed batches.
+    /// Entries of the sealed batches not voided.
     pub(super) fn entries(&self) -> u64 {
         self.entries
     }
 
-    /// Release records sealed in batches at or below `sequence`, by region.
+    /// Release records sealed in batches at or below `sequence`, by region
+    /// (a void carries its batch's records, so they land either way).
     pub(super) fn releases_through(&self, sequence: u64) -> BTreeMap<RegionId, EntryId> {
         let mut out = BTreeMap::new();
         if self.with_releases == 0 {
@@ -366,7 +373,7 @@ mod tests {
     use super::*;
     use crate::format::{self, Header, Object, TailDecode};
 
-    fn sealed(sequence: u64) -> Sealed {
+    fn sealed(sequence: u64, jump: bool) -> Sealed {
         let object = Object {
             header: Header {
                 sequence,
@@ -375,6 +382,7 @@ mod tests {
                 reclaim_boundary: 0,
             },
             segments: Vec::new(),
+            marks: Vec::new(),
             releases: Vec::new(),
         };
         let bytes = format::encode(&object).unwrap();
@@ -386,85 +394,107 @@ mod tests {
             sequence,
             bytes,
             tail,
+            void: None,
+            landed_void: false,
+            answered: false,
             waiters: Vec::new(),
             opened_at: Instant::now(),
             sealed_at: Instant::now(),
             entries: 1,
             payload_bytes: 10,
             last_ids: vec![(1, format::entry_id(sequence, 1))],
+            marks: Vec::new(),
             releases: BTreeMap::new(),
+            jump,
             state: FlightState::Waiting,
             abort: None,
         }
     }
 
     async fn done(sequence: u64) -> CreateDone {
-        (sequence, CreateKind::Batch, CreateOutcome::Durable)
+        (sequence, CreateOutcome::Landed(0))
     }
 
     #[tokio::test]
-    async fn creates_start_in_order_within_slots_and_reach() {
-        let mut p = Pipeline::new(Reach::new(2, 100));
-        for s in [101, 102, 103, 100 + reach::GAP + 1] {
-            p.push(sealed(s));
+    async fn creates_start_in_order_within_the_slots() {
+        let mut p = Pipeline::new();
+        for s in [101, 102, 103] {
+            p.push(sealed(s, false));
         }
-        assert!(!p.could_start(200, 2), "batches wait");
-        let first = p.next_startable(2).map(|b| b.sequence);
-        assert_eq!(first, Some(101));
-        p.start(101, CreateKind::Batch, done(101));
-        p.start(102, CreateKind::Batch, done(102));
+        assert!(!p.could_start(8), "batches wait");
+        assert_eq!(p.next_startable(2).map(|b| b.sequence), Some(101));
+        p.start(101, done(101));
+        p.start(102, done(102));
         assert!(p.next_startable(2).is_none(), "both slots busy");
         assert_eq!(p.next_startable(3).map(|b| b.sequence), Some(103));
-        p.start(103, CreateKind::Batch, done(103));
-        assert!(
-            p.next_startable(8).is_none(),
-            "the last batch is beyond reach"
-        );
-        assert_eq!(
-            p.marker_needed(false),
-            None,
-            "creates running may verify more"
-        );
-        p.finished(101);
-        p.set_state(101, FlightState::Durable);
-        assert_eq!(p.durable_prefix_end(), Some(101));
-        p.saw_present(101);
-        p.verify(101);
-        assert_eq!(
-            p.next_startable(8).map(|b| b.sequence),
-            Some(100 + reach::GAP + 1)
-        );
+    }
+
+    #[tokio::test]
+    async fn nothing_starts_behind_a_jump_until_it_is_indexed() {
+        let mut p = Pipeline::new();
+        p.push(sealed(5, true));
+        p.push(sealed(900, false));
+        assert!(!p.could_start(8));
+        p.start(5, done(5));
+        assert!(p.next_startable(8).is_none(), "900 waits for the jump");
+        p.finished(5);
+        p.set_state(5, FlightState::Landed);
+        assert!(p.next_startable(8).is_none(), "landed is not indexed");
+        assert_eq!(p.pop_landed().map(|b| b.sequence), Some(5));
+        assert_eq!(p.next_startable(8).map(|b| b.sequence), Some(900));
+    }
+
+    #[tokio::test]
+    async fn nothing_starts_beyond_the_window() {
+        let mut p = Pipeline::new();
+        for s in 1..=WINDOW + 1 {
+            p.push(sealed(s, false));
+        }
+        for s in 2..=WINDOW {
+            p.start(s, done(s));
+            p.finished(s);
+            p.set_state(s, FlightState::Landed);
+        }
+        // 1 waits (a retry), 2..=64 landed: 65 is beyond the window.
+        assert_eq!(p.next_startable(100).map(|b| b.sequence), Some(1));
+        p.start(1, done(1));
+        assert!(p.next_startable(100).is_none());
+        p.finished(1);
+        p.set_state(1, FlightState::Landed);
+        assert_eq!(p.pop_landed().map(|b| b.sequence), Some(1));
+        assert_eq!(p.next_startable(100).map(|b| b.sequence), Some(WINDOW + 1));
     }
 
     #[test]
-    fn a_marker_is_needed_only_when_nothing_can_verify_more() {
-        let mut p = Pipeline::new(Reach::new(2, 10));
-        p.push(sealed(10 + 3 * reach::GAP));
-        assert_eq!(p.marker_needed(true), None, "a probe is in flight");
-        assert_eq!(p.marker_needed(false), Some(10 + 3 * reach::GAP - 1));
-        p.saw_present(12);
-        assert_eq!(p.marker_needed(false), None, "a probe would verify 12");
-    }
-
-    #[test]
-    fn indexing_takes_durable_batches_from_the_front_only() {
-        let mut p = Pipeline::new(Reach::new(1, 0));
-        p.push(sealed(1));
-        p.push(sealed(2));
-        p.set_state(2, FlightState::Durable);
-        assert_eq!(p.durable_prefix_end(), None);
-        assert!(p.pop_indexable(2).is_none());
-        p.set_state(1, FlightState::Durable);
-        assert_eq!(p.durable_prefix_end(), Some(2));
-        assert_eq!(p.pop_indexable(1).map(|b| b.sequence), Some(1));
-        assert!(p.pop_indexable(1).is_none(), "2 is above what was covered");
-        let mut r = sealed(3);
+    fn a_void_keeps_its_key_and_answered_entries_leave_the_backlog() {
+        let mut p = Pipeline::new();
+        p.push(sealed(1, false));
+        let mut r = sealed(2, false);
         r.releases.insert(7, 99);
         p.push(r);
-        assert_eq!(p.releases_through(2).len(), 0);
-        assert_eq!(p.releases_through(3).get(&7), Some(&99));
         assert_eq!((p.entries(), p.payload_bytes()), (2, 20));
-        assert_eq!(p.drain().len(), 2);
+        let v = sealed(2, false);
+        p.void(
+            2,
+            Void {
+                bytes: v.bytes,
+                tail: v.tail,
+            },
+        );
+        assert_eq!(p.entries(), 2, "its callers still wait");
+        assert_eq!(p.answered(2), 1);
+        assert_eq!(p.answered(2), 0, "answered once");
+        assert_eq!((p.entries(), p.payload_bytes()), (1, 10));
+        assert_eq!(
+            p.releases_through(2).get(&7),
+            Some(&99),
+            "the void carries them"
+        );
+        assert_eq!(p.get_mut(2).map(|b| b.ours().len()), Some(2));
+        p.set_state(1, FlightState::Landed);
+        assert_eq!(p.pop_landed().map(|b| b.sequence), Some(1));
+        assert!(p.pop_landed().is_none(), "2 waits for its void");
+        assert_eq!(p.drain().len(), 1);
         assert!(p.is_empty());
     }
 }

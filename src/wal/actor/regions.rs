@@ -37,10 +37,12 @@ fn get(map: &HashMap<RegionId, EntryId>, region: RegionId) -> EntryId {
 
 impl Regions {
     /// The tables of a recovered catalog: its ids are handed out and
-    /// durable, its release records released.
+    /// durable, its release records released, its flush marks the
+    /// watermarks (the engine handed them in before the restart).
     pub(super) fn recovered(catalog: &Catalog) -> Self {
         let mut regions = Regions {
             released: catalog.released().clone(),
+            watermarks: catalog.marked().clone(),
             ..Regions::default()
         };
         for region in catalog.regions() {

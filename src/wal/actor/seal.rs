@@ -1,6 +1,7 @@
 //! Sealing and creating: the policy's decision, a batch becoming an object,
-//! conditional creates (batches and markers), and what a failed create does
-//! in each ack mode. Acknowledgement (probes, indexing) is in `ack.rs`.
+//! conditional creates, and what a failed create does in each ack mode
+//! (repeat the batch, or settle its key with its void: rule R1 of
+//! rfcs/0006). Acknowledgement (indexing in run order) is in `ack.rs`.
 
 use tokio::task::JoinError;
 use tokio::time::Instant;
@@ -12,9 +13,11 @@ use crate::format::{self, Header, Link, Object, TailDecode};
 use crate::storage::StorageError;
 use crate::{EntryId, RegionId};
 
-use super::super::create::{create_data_object, create_object, CreateOutcome};
+use super::super::batch::void_object;
+use super::super::create::{create_data_object, CreateOutcome};
 use super::super::policy::{Decision, OpenState, SealReason};
-use super::pipeline::{CreateDone, CreateKind, FlightState, Sealed};
+use super::super::protocol::Taken;
+use super::pipeline::{CreateDone, FlightState, Sealed, Void};
 use super::{Actor, Failing};
 
 impl Actor {
@@ -30,9 +33,7 @@ impl Actor {
             opened_at: open.batch.opened_at,
         };
         let can_start = self.backlog.failing.is_none()
-            && self
-                .pipeline
-                .could_start(open.batch.sequence, self.config.max_inflight_creates);
+            && self.pipeline.could_start(self.config.max_inflight_creates);
         match self.policy.decide(Instant::now(), Some(state), can_start) {
             Decision::Seal(reason) => {
                 self.seal(reason);
@@ -46,7 +47,8 @@ impl Actor {
         }
     }
 
-    /// Seals the open batch (if it holds anything) into the pipeline.
+    /// Seals the open batch (if it holds anything) into the pipeline, with
+    /// the flush marks handed in since the last seal.
     pub(super) fn seal(&mut self, reason: SealReason) {
         // Kept release records ride with any batch sealed while the store
         // is not failing.
@@ -57,6 +59,11 @@ impl Actor {
                 self.kept.deadline = None;
             }
         }
+        if !self.marks.is_empty() {
+            if let Some(open) = self.open.as_mut() {
+                open.batch.add_marks(std::mem::take(&mut self.marks));
+            }
+        }
         let collect = reason == SealReason::Collect;
         let Some(open) = self.open.take_if(|o| collect || !o.batch.is_empty()) else {
             return;
@@ -65,6 +72,7 @@ impl Actor {
         let sequence = batch.sequence;
         let span = tracing::debug_span!("seal", sequence, reason = reason.as_str());
         let _guard = span.enter();
+        // The run's previous object: the last sealed batch, else the tip.
         let link = match self.pipeline.back() {
             Some(previous) => Some(Link {
                 sequence: previous.sequence,
@@ -81,6 +89,8 @@ impl Actor {
         let opened_at = batch.opened_at;
         let last_ids: Vec<_> = batch.last_ids().collect();
         let releases = batch.releases.clone();
+        let marks = batch.mark_records();
+        let jump = batch.jump.is_some();
         let object = batch.into_object(Header {
             sequence,
             epoch: self.epoch,
@@ -111,6 +121,7 @@ impl Actor {
         tracing::debug!(
             bytes = bytes.len(),
             entries,
+            marks = marks.len(),
             releases = releases.len(),
             "sealed"
         );
@@ -118,13 +129,18 @@ impl Actor {
             sequence,
             bytes,
             tail,
+            void: None,
+            landed_void: false,
+            answered: false,
             waiters: open.waiters,
             opened_at,
             sealed_at: Instant::now(),
             entries,
             payload_bytes,
             last_ids,
+            marks,
             releases,
+            jump,
             state: FlightState::Waiting,
             abort: None,
         });
@@ -134,9 +150,12 @@ impl Actor {
     /// The boundary an object sealed now at `sequence` (carrying the release
     /// records `own`) carries: the lowest sequence that may still hold a live
     /// entry, indexed or in the pipeline, never below a boundary already
-    /// carried. Releases count only once their records are in an object at
-    /// or below this one: indexed, sealed before it, or its own (a release
-    /// refused while failing does not free anything, issue 10 item 8).
+    /// carried. A release counts only once its record is in this object or
+    /// in one below it on the run (indexed, or sealed before it: a batch
+    /// below lands as itself or as its void, and both carry its records; a
+    /// release refused while failing does not free anything, issue 10 item
+    /// 8). A flush mark counts once handed in: it rides with this object or
+    /// one below it.
     pub(super) fn reclaim_boundary(
         &self,
         sequence: u64,
@@ -162,9 +181,9 @@ impl Actor {
             .max(self.boundary)
     }
 
-    /// Starts creates for waiting batches while slots are free and reach
-    /// allows, in sequence order (not before the retry time of a failing
-    /// store).
+    /// Starts creates for waiting batches while slots are free and the
+    /// window allows, in sequence order (not before the retry time of a
+    /// failing store).
     pub(super) fn start_creates(&mut self) {
         if self.poisoned.is_some() {
             return;
@@ -182,71 +201,31 @@ impl Actor {
             .next_startable(self.config.max_inflight_creates)
         {
             let sequence = sealed.sequence;
-            let bytes = sealed.bytes.clone();
-            let task = self.create_task(sequence, CreateKind::Batch, bytes);
-            self.pipeline.start(sequence, CreateKind::Batch, task);
+            let ours = sealed.ours();
+            let task = self.create_task(sequence, ours);
+            self.pipeline.start(sequence, task);
         }
     }
 
     fn create_task(
         &self,
         sequence: u64,
-        kind: CreateKind,
-        bytes: bytes::Bytes,
+        ours: Vec<bytes::Bytes>,
     ) -> impl std::future::Future<Output = CreateDone> + Send + 'static {
         let storage = self.storage.clone();
         let key = self.prefix.object_key(sequence);
         let epoch = self.epoch;
-        let span = tracing::debug_span!("create", key = %key, bytes = bytes.len(), marker = kind == CreateKind::Marker);
+        let span = tracing::debug_span!("create", key = %key, bytes = ours.first().map_or(0, |b| b.len()), void = ours.len() > 1);
         async move {
-            let outcome = match kind {
-                CreateKind::Batch => create_data_object(&storage, &key, bytes, epoch).await,
-                CreateKind::Marker => create_object(&storage, &key, bytes, epoch).await,
-            };
-            (sequence, kind, outcome)
+            let outcome = create_data_object(&storage, &key, &ours, epoch).await;
+            (sequence, outcome)
         }
         .instrument(span)
     }
 
-    /// Lands a marker when the next batch lies beyond reach and nothing
-    /// else can verify more (rule W5): an empty object as high as reach
-    /// allows, linked to the tip, never indexed (collection removes it).
-    pub(super) fn maybe_marker(&mut self) {
-        if self.marker_retry_at.is_some() {
-            return;
-        }
-        let Some(sequence) = self.pipeline.marker_needed(!self.probes.is_empty()) else {
-            return;
-        };
-        let object = Object {
-            header: Header {
-                sequence,
-                epoch: self.epoch,
-                link: self.catalog.tip().map(|t| Link {
-                    sequence: t.sequence,
-                    epoch: t.epoch,
-                }),
-                reclaim_boundary: self.boundary.min(sequence),
-            },
-            segments: Vec::new(),
-            releases: Vec::new(),
-        };
-        match format::encode(&object) {
-            Ok(bytes) => {
-                tracing::debug!(sequence, "the next batch is beyond reach: landing a marker");
-                let task = self.create_task(sequence, CreateKind::Marker, bytes);
-                self.pipeline.start(sequence, CreateKind::Marker, task);
-            }
-            Err(e) => self.poison(Error::Poisoned {
-                reason: format!("encoding marker {sequence} failed: {e}").into(),
-            }),
-        }
-    }
-
     pub(super) fn on_create_done(&mut self, done: Result<CreateDone, JoinError>) {
         match done {
-            Ok((sequence, CreateKind::Batch, outcome)) => self.on_created(sequence, outcome),
-            Ok((sequence, CreateKind::Marker, outcome)) => self.on_marker(sequence, outcome),
+            Ok((sequence, outcome)) => self.on_created(sequence, outcome),
             Err(e) if e.is_cancelled() => {}
             Err(e) => self.poison(Error::Poisoned {
                 reason: format!("a create task failed: {e}").into(),
@@ -254,58 +233,22 @@ impl Actor {
         }
     }
 
-    fn on_marker(&mut self, sequence: u64, outcome: CreateOutcome) {
-        if !self.pipeline.marker_finished(sequence) {
-            return;
-        }
-        match outcome {
-            // Any object there proves the sequence present: ours, our own
-            // late batch, an older process's.
-            CreateOutcome::Durable | CreateOutcome::Stale { .. } => self.marker_landed(sequence),
-            CreateOutcome::Conflict { epoch: Some(e) } if e == self.epoch => {
-                self.marker_landed(sequence)
-            }
-            CreateOutcome::Conflict { epoch } => self.on_conflict(sequence, epoch),
-            CreateOutcome::Failed(error) => {
-                self.metrics.create_failures.increment(1);
-                let delay = self
-                    .marker_backoff
-                    .get_or_insert_with(|| self.retry.backoff())
-                    .fail();
-                tracing::warn!(sequence, %error, ?delay, "a marker create failed");
-                self.marker_retry_at = Some(Instant::now() + delay);
-                if self.config.ack_mode == AckMode::Durable && self.stopping.is_none() {
-                    // Callers waiting behind the marker learn now.
-                    self.fail_pipeline(Error::Storage { source: error });
-                }
-            }
-        }
-    }
-
-    fn marker_landed(&mut self, sequence: u64) {
-        self.marker_backoff = None;
-        self.marker_retry_at = None;
-        self.pipeline.saw_present(sequence);
-    }
-
     fn on_created(&mut self, sequence: u64, outcome: CreateOutcome) {
-        if matches!(outcome, CreateOutcome::Durable) {
-            // Even a late completion of a failed batch proves it present.
-            self.pipeline.saw_present(sequence);
-        }
-        if self.pipeline.finished(sequence).is_none() {
+        let Some(sealed) = self.pipeline.finished(sequence) else {
             tracing::debug!(
                 sequence,
                 ?outcome,
-                "late completion of a failed batch: an orphan"
+                "late completion of a given-up batch: its key is settled at the next open"
             );
             return;
-        }
+        };
+        let voided = sealed.void.is_some();
         let key = self.prefix.object_key(sequence);
-        let mode = self.config.ack_mode;
         match outcome {
-            CreateOutcome::Durable => {
-                self.pipeline.set_state(sequence, FlightState::Durable);
+            CreateOutcome::Landed(which) => {
+                sealed.landed(which);
+                let landed_void = sealed.landed_void;
+                self.pipeline.set_state(sequence, FlightState::Landed);
                 self.metrics.created_objects.increment(1);
                 if self.backlog.failing.take().is_some() {
                     tracing::info!(key, "a create succeeded: the store is no longer failing");
@@ -313,65 +256,152 @@ impl Actor {
                         self.kept.deadline = Some(Instant::now() + self.config.flush_interval);
                     }
                 }
+                if landed_void {
+                    let definite = Error::NotDurable {
+                        reason: format!(
+                            "creating {key} failed and its void settled the key: nothing this \
+                             append carried is logged"
+                        )
+                        .into(),
+                    };
+                    self.fail_callers(sequence, &definite, None);
+                }
+                self.index_landed();
             }
             CreateOutcome::Failed(error) => {
                 self.metrics.create_failures.increment(1);
-                if mode == AckMode::Durable && self.stopping.is_none() {
-                    tracing::warn!(key, %error, "create failed; failing every batch not yet indexed");
-                    self.fail_pipeline(Error::Storage { source: error });
+                let durable = self.config.ack_mode == AckMode::Durable && self.stopping.is_none();
+                if durable && !voided {
+                    tracing::warn!(key, %error, "create failed; its void settles the key");
+                    self.settle_with_void(sequence);
+                } else if durable {
+                    self.durable_failing(sequence, &key, error);
                 } else {
                     self.repeat_later(sequence, &key, error);
                 }
             }
-            CreateOutcome::Stale { epoch } => {
-                self.metrics.create_conflicts.increment(1);
-                let reason = format!("{key} is held by an object of the earlier epoch {epoch}");
-                match mode {
-                    AckMode::Durable => {
-                        tracing::warn!(key, epoch, "an earlier epoch's object holds the sequence");
-                        self.fail_pipeline(Error::NotDurable {
-                            reason: reason.into(),
-                        });
-                    }
-                    // Acknowledged ids name this sequence: they cannot move.
-                    AckMode::Enqueued => self.poison(Error::Poisoned {
-                        reason: format!(
-                            "{reason}: acknowledged entries of that batch cannot be made durable"
-                        )
-                        .into(),
-                    }),
+            CreateOutcome::Taken { .. } => match outcome.taken(self.epoch) {
+                Some(Taken::Fenced { newer }) => {
+                    self.metrics.create_conflicts.increment(1);
+                    self.poison(Error::fenced(self.epoch, newer));
                 }
-            }
-            CreateOutcome::Conflict { epoch } => self.on_conflict(sequence, epoch),
+                _ => self.on_foreign(sequence),
+            },
         }
     }
 
-    /// Another writer holds a sequence of ours: fenced by a newer process,
-    /// or poisoned by a same-epoch or foreign writer.
-    fn on_conflict(&mut self, sequence: u64, epoch: Option<u64>) {
+    /// Another writer's object holds a key of our run.
+    fn on_foreign(&mut self, sequence: u64) {
         self.metrics.create_conflicts.increment(1);
         let key = self.prefix.object_key(sequence);
-        let error = match epoch {
-            Some(newer) if newer > self.epoch => Error::Fenced {
-                ours: self.epoch,
-                newer,
-            },
-            Some(same) => Error::Poisoned {
-                reason: format!(
-                    "{key} is held by another writer of the same epoch {same}: \
-                     another process writes this prefix"
-                )
-                .into(),
-            },
-            None => Error::Poisoned {
-                reason: format!(
-                    "{key} is held by an object that is not objwal's: \
-                     another writer uses this prefix"
-                )
-                .into(),
-            },
+        self.poison(Error::Poisoned {
+            reason: format!(
+                "{key} is held by an object this process did not write and no newer process \
+                 walked to: another writer uses this prefix"
+            )
+            .into(),
+        });
+    }
+
+    /// Durable mode: the batch of `sequence` will not be created by this
+    /// life's requests alone. Its key is settled by its void from now on
+    /// (rule R1): the batch without its entries, carrying its release
+    /// records and flush marks. Whichever of the two lands decides; its
+    /// callers wait for that unless answered already.
+    pub(super) fn settle_with_void(&mut self, sequence: u64) {
+        let Some(sealed) = self.pipeline.get_mut(sequence) else {
+            return;
         };
-        self.poison(error);
+        let header = *sealed.tail.header();
+        let object = void_object(header, &sealed.marks, &sealed.releases);
+        match encode(&object) {
+            Ok((bytes, tail)) => self.pipeline.void(sequence, Void { bytes, tail }),
+            Err(e) => self.poison(Error::Poisoned {
+                reason: format!("encoding the void of {sequence} failed: {e}").into(),
+            }),
+        }
+    }
+
+    /// Answers the appends and barriers of the batch of `sequence` with
+    /// `error` (once), counting its entries failed. Releases waiting on it
+    /// fail with `releases` when given, else keep waiting: its void carries
+    /// their records.
+    pub(super) fn fail_callers(&mut self, sequence: u64, error: &Error, releases: Option<&Error>) {
+        // Answered once: a barrier that came later (a flush) waits for the
+        // key to be settled, nothing more.
+        let Some(sealed) = self.pipeline.get_mut(sequence).filter(|s| !s.answered) else {
+            return;
+        };
+        let (release_waiters, others): (Vec<_>, Vec<_>) = sealed
+            .waiters
+            .drain(..)
+            .partition(|w| matches!(w, super::Waiter::Release { .. }));
+        for waiter in others {
+            waiter.fail(error.clone());
+        }
+        match releases {
+            Some(failure) => {
+                for waiter in release_waiters {
+                    waiter.fail(failure.clone());
+                }
+            }
+            None => sealed.waiters = release_waiters,
+        }
+        let entries = self.pipeline.answered(sequence);
+        self.ledger.failed(entries);
+        self.remember_failed(sequence);
+    }
+
+    /// Durable mode: a void's create failed. The store is failing: the void
+    /// is repeated after a growing delay; new appends and releases are
+    /// refused. The failed batch's callers learn now that its fate is open
+    /// (it may still land), and everyone waiting on a batch that was never
+    /// sent (the open batch, batches waiting for a create) fails now, their
+    /// keys settled by voids, rather than waiting out the outage.
+    fn durable_failing(&mut self, sequence: u64, key: &str, error: StorageError) {
+        self.pipeline.set_state(sequence, FlightState::Waiting);
+        let first = self.enter_failing(key, &error);
+        let failing = Error::Failing {
+            reason: format!("creating {key} failed: {error}; release records stay in the backlog")
+                .into(),
+        };
+        self.fail_callers(sequence, &Error::Storage { source: error }, Some(&failing));
+        if !first {
+            return;
+        }
+        if self.open.as_ref().is_some_and(|o| !o.batch.is_empty()) {
+            let held = self.backlog.failing.take();
+            self.seal(SealReason::Requested);
+            self.backlog.failing = held;
+        }
+        let never_sent: Vec<u64> = self
+            .pipeline
+            .iter()
+            .filter(|b| b.state == FlightState::Waiting && b.void.is_none())
+            .map(|b| b.sequence)
+            .collect();
+        for sequence in never_sent {
+            self.settle_with_void(sequence);
+            self.fail_callers(sequence, &failing, Some(&failing));
+        }
+    }
+
+    /// Enters (or stays in) the failing state after a failed create of
+    /// `key`; whether it was entered now.
+    fn enter_failing(&mut self, key: &str, error: &StorageError) -> bool {
+        let reason: std::sync::Arc<str> = format!("creating {key} failed: {error}").into();
+        let first = self.backlog.failing.is_none();
+        let mut failing = self.backlog.failing.take().unwrap_or_else(|| Failing {
+            reason: reason.clone(),
+            backoff: self.retry.backoff(),
+            retry_at: Instant::now(),
+        });
+        let delay = failing.backoff.fail();
+        failing.reason = reason;
+        failing.retry_at = Instant::now() + delay;
+        tracing::warn!(key, %error, failures = failing.backoff.failures(), ?delay, "create failed; the store is failing and repeats it");
+        self.backlog.failing = Some(failing);
+        first
     }
 
     /// Enqueued mode, and any mode during a stop: a failed create is kept
@@ -387,25 +417,15 @@ impl Actor {
                 return;
             }
         }
-        let reason: std::sync::Arc<str> = format!("creating {key} failed: {error}").into();
-        let first = self.backlog.failing.is_none();
-        let mut failing = self.backlog.failing.take().unwrap_or_else(|| Failing {
-            reason: reason.clone(),
-            backoff: self.retry.backoff(),
-            retry_at: Instant::now(),
-            probe: false,
-        });
-        let delay = failing.backoff.fail();
-        failing.reason = reason.clone();
-        failing.probe = false;
-        failing.retry_at = Instant::now() + delay;
-        tracing::warn!(key, %error, failures = failing.backoff.failures(), ?delay, "create failed; the store is failing and repeats it");
-        self.backlog.failing = Some(failing);
+        let first = self.enter_failing(key, &error);
         if first {
             // Releases still pending fail now; their records stay in their
             // batches and become durable once a create succeeds.
             let failing = Error::Failing {
-                reason: format!("{reason}; the release record stays in the backlog").into(),
+                reason: format!(
+                    "creating {key} failed: {error}; the release record stays in the backlog"
+                )
+                .into(),
             };
             for sealed in self.pipeline.iter_mut() {
                 let (releases, others): (Vec<_>, Vec<_>) = sealed
@@ -417,17 +437,6 @@ impl Actor {
                     waiter.fail(failing.clone());
                 }
             }
-        }
-    }
-
-    /// Durable mode: fails every batch not yet indexed; their sequences stay
-    /// consumed and their release records are kept for the next object.
-    pub(super) fn fail_pipeline(&mut self, error: Error) {
-        for mut sealed in self.pipeline.drain() {
-            sealed.fail_waiters(&error);
-            self.ledger.failed(sealed.entries);
-            self.remember_failed(sealed.sequence);
-            self.keep_releases(sealed.releases);
         }
     }
 
@@ -485,7 +494,8 @@ impl Actor {
     }
 
     /// Drops the whole backlog, counting what it held, and fails everyone
-    /// waiting on it.
+    /// waiting on it. Keys it leaves unsettled are settled by the next
+    /// process that opens the prefix.
     pub(super) fn lose_backlog(&mut self, reason: String) {
         tracing::error!(prefix = %self.prefix, reason, "dropping the backlog");
         let kept = std::mem::take(&mut self.kept.records).len() as u64;
@@ -506,7 +516,9 @@ impl Actor {
             waiters.extend(sealed.waiters);
         }
         self.lose(entries, bytes, releases, &reason);
-        let error = if self.ledger.has_loss() {
+        let error = if let Some(fenced) = self.poisoned.as_ref().filter(|e| e.is_fenced()) {
+            fenced.clone()
+        } else if self.ledger.has_loss() {
             self.ledger.lost_error()
         } else {
             Error::NotDurable {

@@ -1,13 +1,14 @@
 //! Stopping: idempotent, draining, and never `Ok` after a loss.
 //!
 //! In both ack modes a stop seals the open batch (with every kept release
-//! record), uploads everything admitted and acknowledges it: a deploy's
-//! restart fails no append that was admitted. A failed create (or a
-//! transient fence-probe failure) is repeated, at most `stop_attempts` times
-//! in all (a permanent create failure not at all); then the backlog is
-//! dropped and stop reports how much was given up (`Error::Lost`). Appends
-//! held back by the enqueued bounds were never admitted: they get the
-//! stopped error. Stop returns once nothing is in flight.
+//! record and every flush mark not yet carried), uploads everything admitted
+//! and acknowledges it: a deploy's restart fails no append that was
+//! admitted. A failed create (of a batch or of a void) is repeated, at most
+//! `stop_attempts` times in all (a permanent create failure not at all);
+//! then the backlog is dropped and stop reports how much was given up
+//! (`Error::Lost`, or `Error::Fenced` naming what was never made durable).
+//! Appends held back by the enqueued bounds were never admitted: they get
+//! the stopped error. Stop returns once nothing is in flight.
 
 use tokio::time::Instant;
 
@@ -35,9 +36,9 @@ impl Actor {
             detail: Some("the request was dropped by stop".into()),
         };
         self.fail_stalled(&stopped);
-        if !self.kept.records.is_empty() {
+        if !self.kept.records.is_empty() || !self.marks.is_empty() {
             if let Err(e) = self.open_batch(Instant::now()) {
-                tracing::error!(error = %e, "cannot seal kept release records at stop");
+                tracing::error!(error = %e, "cannot seal kept release records and marks at stop");
             }
             let kept = std::mem::take(&mut self.kept.records);
             if let Some(open) = self.open.as_mut() {
@@ -58,7 +59,6 @@ impl Actor {
     pub(super) fn stop_is_complete(&self) -> bool {
         self.stopping.is_some()
             && self.collector.passes.is_empty()
-            && self.probes.is_empty()
             && (self.poisoned.is_some()
                 || (self.pipeline.is_empty()
                     && self.open.as_ref().is_none_or(|o| o.batch.is_empty())))
@@ -70,10 +70,10 @@ impl Actor {
             tracing::error!(prefix = %self.prefix, "{e}");
             debug_assert!(false, "{e}");
         }
-        let result = if self.ledger.has_loss() {
-            Err(self.ledger.lost_error())
-        } else {
-            Ok(())
+        let result = match &self.poisoned {
+            Some(Error::Fenced { ours, newer, .. }) => Err(self.ledger.fenced_error(*ours, *newer)),
+            _ if self.ledger.has_loss() => Err(self.ledger.lost_error()),
+            _ => Ok(()),
         };
         if let Err(e) = &result {
             tracing::error!(prefix = %self.prefix, error = %e, "stopped");

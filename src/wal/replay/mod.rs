@@ -71,6 +71,7 @@ impl Wal {
     ) -> impl Stream<Item = Result<Entry, Error>> + Send + 'static {
         let source = Arc::new(ActorSource {
             tx: self.handle.tx.clone(),
+            shared: self.handle.shared.clone(),
         });
         engine::Replay::new(
             source,

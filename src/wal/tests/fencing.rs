@@ -1,16 +1,16 @@
 //! Fencing, deterministic: an older process with 0 to 4 creates in flight
-//! while a newer one claims its epoch, lists, writes its start object and
-//! appends; the held creates are released in every assignment to four
-//! moments (before the newer opens, between its listing and its start
-//! object, after its open, after its first append), in ascending and
+//! while a newer one claims its epoch, lists, walks the older run, writes
+//! its start object and appends; the held creates are released in every
+//! assignment to four moments (before the newer opens, between its listing
+//! and its walk, after its open, after its first append), in ascending and
 //! descending order within a moment. Every `max_inflight_creates` from 1 to
-//! 8; the older process of epoch 1, or of epoch 2 (its data starts after the
-//! gap, where the protocol as it was let its creates run into the newer
-//! process's data, issue 10 item 1), with a pre-history of 0 or 2 failed
-//! creates (sequences consumed without acknowledgement). After each run:
+//! 8; the older process of epoch 1, or of epoch 2, with a pre-history of 0
+//! or 2 failed creates (keys settled by voids). After each run:
 //! 1. the older process is poisoned and says it was fenced, and by which epoch;
 //! 2. a third opener replays every entry either acknowledged, exactly once;
-//! 3. the newer process was never poisoned.
+//! 3. the newer process was never poisoned;
+//! 4. the walk adopted exactly the older objects that landed before it, in
+//!    key order up to the first that had not.
 
 use std::collections::BTreeSet;
 
@@ -123,6 +123,8 @@ async fn run(history: History, moments: &[usize], descending: bool) {
         let err = old.append(vec![(1, b("failed"))]).await.unwrap_err();
         assert!(err.is_retryable(), "{label}: {err}");
     }
+    // Serving again once the void of the failed batch landed.
+    within(old.flush()).await.unwrap();
     // The older process's creates in flight: one batch each, held.
     old_faults.hold_creates(true);
     let mut tasks = Vec::new();
@@ -173,7 +175,7 @@ async fn run(history: History, moments: &[usize], descending: bool) {
     let fence = new_faults.held().remove(0);
     assert!(fence.contains("/fences/"), "{label}: {fence}");
     assert!(new_faults.release(&fence));
-    within(new_faults.wait_held(1)).await; // the start object: the listing is done
+    within(new_faults.wait_held(1)).await; // the walk's marker: the listing is done
     land(release(1)).await;
     let new = finish_open(&new_faults, &mut opening).await;
     new_faults.hold_creates(false);
@@ -189,10 +191,15 @@ async fn run(history: History, moments: &[usize], descending: bool) {
         }
     }
     // Guarantee 1: the older process is fenced and says so.
-    let err = old.append(vec![(1, b("after"))]).await.unwrap_err();
+    let err = match old.append(vec![(1, b("after"))]).await {
+        Ok(ids) => {
+            panic!("{label}: the older process acknowledged {ids:?} after the newer one opened")
+        }
+        Err(err) => err,
+    };
     assert!(err.is_poisoned(), "{label}: {err}");
     assert!(
-        matches!(err, Error::Fenced { ours, newer } if ours == old_epoch && newer == old_epoch + 1),
+        matches!(err, Error::Fenced { ours, newer, .. } if ours == old_epoch && newer == old_epoch + 1),
         "{label}: {err}"
     );
     // Guarantee 3: the newer process serves.
@@ -224,24 +231,11 @@ async fn run(history: History, moments: &[usize], descending: bool) {
             "{label}: acknowledged {entry:?} lost; replayed {replayed:?}"
         );
     }
-    // Adoption: when the leading creates landed in order around the listing
-    // (those before it are listed, those after it land at the sequences the
-    // start object wants), they continue the tip's chain and replay even
-    // though the older process, fenced, could not acknowledge the late ones.
-    // A late object below the listed maximum is an orphan (never
-    // acknowledged: the older process's fence probe sees the newer fence),
-    // and so is one past a gap of failed sequences.
-    let prefix_len = moments.iter().take_while(|m| **m <= 1).count();
-    let in_order = moments[..prefix_len].windows(2).all(|w| w[0] <= w[1])
-        && moments[prefix_len..].iter().all(|m| *m != 0);
-    // After failed creates the late objects do not continue the chain at
-    // the start sequence (the failed sequences lie between): orphans.
-    let landed_first = if in_order && history.failures == 0 {
-        prefix_len
-    } else {
-        0
-    };
-    for held_key in held.iter().take(landed_first) {
+    // Adoption: the older objects that landed before the walk (moments 0
+    // and 1), in key order up to the first that had not, continue the chain
+    // and replay; the walk settled the next key, so no later one does.
+    let adopted = moments.iter().take_while(|m| **m <= 1).count();
+    for (i, held_key) in held.iter().enumerate() {
         let sequence: u64 = held_key
             .rsplit('/')
             .next()
@@ -249,9 +243,11 @@ async fn run(history: History, moments: &[usize], descending: bool) {
             .and_then(|k| k.parse().ok())
             .unwrap();
         let id = crate::format::entry_id(sequence, 1);
-        assert!(
+        assert_eq!(
             replayed.contains(&(1, id)),
-            "{label}: {held_key} landed first but was not adopted"
+            i < adopted,
+            "{label}: {held_key} (moment {}) adopted or not as the walk found it",
+            moments[i]
         );
     }
     let _ = key;

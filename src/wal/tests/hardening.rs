@@ -23,9 +23,11 @@ fn mode(ack_mode: AckMode) -> Config {
     }
 }
 
-/// Item 1: a process of epoch 2 starts its data 64 sequences after its start
-/// object; with four creates in flight it used to reach start + 67, where a
-/// newer opener that listed only the start object puts its data.
+/// Item 1: an older writer with creates in flight never lands an object at
+/// a key a newer opener uses for data. The older process (epoch 2) holds
+/// four creates; the newer one (epoch 3) lists only the older start object,
+/// walks to the first data key, settles it with its marker and starts its
+/// run a window above it; the held creates then land (or meet the marker).
 #[tokio::test(start_paused = true)]
 async fn an_older_writer_of_a_later_epoch_never_creates_into_a_newer_openers_data() {
     for newer_mode in [AckMode::Enqueued, AckMode::Durable] {
@@ -48,19 +50,12 @@ async fn an_older_writer_of_a_later_epoch_never_creates_into_a_newer_openers_dat
             tasks.push(tokio::spawn(async move {
                 w.append(vec![(1, b(&format!("old-{n}")))]).await
             }));
+            within(old_faults.wait_held(n + 1)).await;
         }
-        within(old_faults.wait_held(1)).await;
-        // Let every append be admitted and every batch sealed.
-        tokio::time::sleep(Duration::from_secs(1)).await;
-        assert_eq!(
-            old_faults.held().len(),
-            1,
-            "only the first data batch lies within reach of the start object"
-        );
         let new = Wal::open(inner.clone(), prefix, mode(newer_mode))
             .await
             .unwrap(); // epoch 3: listed only the older start object
-        assert_eq!(old_faults.release_all(), 1);
+        assert_eq!(old_faults.release_all(), 4);
         old_faults.hold_creates(false);
         let mut acked = Vec::new();
         for n in 0..8 {
@@ -77,17 +72,18 @@ async fn an_older_writer_of_a_later_epoch_never_creates_into_a_newer_openers_dat
         let err = old.append(vec![(1, b("after"))]).await.unwrap_err();
         assert!(err.is_fenced(), "{err}");
         assert_eq!(replays(&inner, prefix, 2).await, acked, "{newer_mode:?}");
+        assert!(replays(&inner, prefix, 1).await.is_empty());
     }
 }
 
 /// Item 1: a durable-mode writer's failed creates used to consume sequences
 /// with nothing bounding how far past its last acknowledged object its next
-/// create ran. Now the next batch beyond reach waits for a marker, and a
-/// newer process that meets the marker at one of its data sequences
-/// deletes it (rule W6) instead of being poisoned. The marker lands at each
-/// moment around the newer process's open (before it, between its listing
-/// and its start object, after its open, after its first append), and the
-/// newer process acknowledges in both modes.
+/// create ran. Now a failed create's key is settled by its void, and the
+/// store refuses appends while voids fail: a long outage leaves the writer
+/// at the same key. Its void lands at each moment around a newer process's
+/// open (before it, between its listing and its start object, after its
+/// open, after its first append); the newer process acknowledges in both
+/// modes and the older one nothing after the newer one opened.
 #[tokio::test(start_paused = true)]
 async fn a_long_run_of_failed_creates_never_carries_an_older_writer_into_newer_data() {
     for moment in 0..4 {
@@ -98,7 +94,7 @@ async fn a_long_run_of_failed_creates_never_carries_an_older_writer_into_newer_d
 }
 
 async fn long_run_of_failures(moment: usize, newer_mode: AckMode) {
-    let label = format!("marker released at moment {moment}, newer {newer_mode:?}");
+    let label = format!("void released at moment {moment}, newer {newer_mode:?}");
     let inner = Storage::new(MemoryStorage::new());
     let prefix = "h-gap-failures";
     let old_faults = FaultyStorage::new(inner.clone());
@@ -106,34 +102,33 @@ async fn long_run_of_failures(moment: usize, newer_mode: AckMode) {
         .await
         .unwrap();
     let mut acked_old = old.append(vec![(1, b("old-0"))]).await.unwrap();
-    let failures = crate::wal::reach::GAP + 30;
+    let before = t_sequences(&inner, prefix).await;
     old_faults.fail_next(
         Op::Create,
         "objects/",
         usize::MAX,
         StorageErrorKind::Transient,
     );
-    for _ in 0..failures {
+    for _ in 0..100 {
         let err = old.append(vec![(1, b("lost"))]).await.unwrap_err();
         assert!(err.is_retryable(), "{label}: {err}");
     }
     old_faults.clear_faults();
     old_faults.hold_creates(true);
-    let w = old.clone();
-    let beyond = tokio::spawn(async move { w.append(vec![(1, b("beyond"))]).await });
+    // The void is repeated after its delay and held.
     within(old_faults.wait_held(1)).await;
-    let marker = old_faults.held().remove(0);
-    let land_marker = || {
-        assert!(old_faults.release(&marker), "{label}: {marker}");
+    let void = old_faults.held().remove(0);
+    let land_void = || {
+        assert!(old_faults.release(&void), "{label}: {void}");
         old_faults.hold_creates(false);
-        // The batch behind the marker, if the marker was verified in time.
-        old_faults.release_all();
     };
     if moment == 0 {
-        land_marker();
+        land_void();
         tokio::time::sleep(Duration::from_millis(100)).await;
+        acked_old.extend(old.append(vec![(1, b("old-1"))]).await.unwrap());
     }
-    // The newer process, stepped: its fence, its listing, its start object.
+    // The newer process, stepped: its fence, its listing and walk, its
+    // start object.
     let new_faults = FaultyStorage::new(inner.clone());
     new_faults.hold_creates(true);
     let storage = new_faults.storage();
@@ -144,36 +139,25 @@ async fn long_run_of_failures(moment: usize, newer_mode: AckMode) {
         new_faults.release(&new_faults.held().remove(0)),
         "the fence"
     );
-    within(new_faults.wait_held(1)).await; // the start object: listed
+    within(new_faults.wait_held(1)).await; // the walk's marker: listed
     if moment == 1 {
-        land_marker();
+        land_void();
     }
     let new = finish_open(&new_faults, &mut opening).await;
     new_faults.hold_creates(false);
     if moment == 2 {
-        land_marker();
+        land_void();
     }
     let mut acked = Vec::new();
-    for n in 0..(failures + 10) {
-        // One object per append: the newer data passes the marker's sequence.
+    for n in 0..10 {
         let ids = new.append(vec![(2, b(&format!("new-{n}")))]).await.unwrap();
         new.wait_durable(2, ids[0]).await.unwrap();
         acked.push(ids[0]);
         if moment == 3 && n == 0 {
-            land_marker();
+            land_void();
         }
     }
     new.stop().await.unwrap();
-    match beyond.await.unwrap() {
-        Ok(ids) => {
-            assert_eq!(
-                moment, 0,
-                "{label}: acknowledged after a newer process opened"
-            );
-            acked_old.extend(ids);
-        }
-        Err(err) => assert!(err.is_fenced(), "{label}: {err}"),
-    }
     assert!(old
         .append(vec![(1, b("after"))])
         .await
@@ -181,12 +165,30 @@ async fn long_run_of_failures(moment: usize, newer_mode: AckMode) {
         .is_fenced());
     assert_eq!(replays(&inner, prefix, 2).await, acked, "{label}");
     assert_eq!(replays(&inner, prefix, 1).await, acked_old, "{label}");
+    let after: Vec<u64> = t_sequences(&inner, prefix).await;
+    let old_keys = after.iter().filter(|s| !before.contains(s)).count();
+    assert!(
+        old_keys <= 1 + 2 + 1 + 12,
+        "{label}: the outage left the older writer's keys in place: {after:?}"
+    );
+}
+
+/// The sequences present under `prefix`.
+async fn t_sequences(storage: &Storage, prefix: &str) -> Vec<u64> {
+    let p = crate::storage::keys::Prefix::new(prefix).unwrap();
+    storage
+        .list(&p.objects_prefix())
+        .await
+        .unwrap()
+        .iter()
+        .filter_map(|m| p.parse_object_key(&m.key))
+        .collect()
 }
 
 /// Item 2: a fence create answered "exists" although nothing landed (S3's
 /// ConditionalRequestConflict, mapped to AlreadyExists) used to make the
-/// opener claim the next epoch and leave a hole that the older process's
-/// probe never saw.
+/// opener claim the next epoch and leave a hole. The same epoch is claimed
+/// again, and the older process is fenced at its next create.
 #[tokio::test(start_paused = true)]
 async fn a_fence_create_answered_exists_over_nothing_still_fences_the_older_process() {
     let inner = Storage::new(MemoryStorage::new());
@@ -215,20 +217,27 @@ async fn a_fence_create_answered_exists_over_nothing_still_fences_the_older_proc
     );
     let err = old.append(vec![(1, b("after"))]).await.unwrap_err();
     assert!(
-        matches!(err, Error::Fenced { ours: 1, newer: 2 }),
+        matches!(
+            err,
+            Error::Fenced {
+                ours: 1,
+                newer: 2,
+                ..
+            }
+        ),
         "an older process acknowledged after the newer one opened: {err}"
     );
     new.stop().await.unwrap();
     assert_eq!(replays(&inner, prefix, 1).await, before);
 }
 
-/// Item 3: a probe that kept failing was retried forever and `stop` waited
-/// for it: permanent read errors on `fences/` left `append`, `wait_durable`
-/// and `stop` pending forever. Durable mode fails the round (at once when
-/// permanent, after `stop_attempts` when transient); enqueued mode is
-/// failing (new appends refused) and its stop gives the backlog up.
+/// Item 3 (now of creates, not probes): a create that keeps failing never
+/// hangs `append`, `wait_durable` or `stop`. Durable mode fails the append
+/// (its void settles the key later) and refuses appends while the void
+/// fails; enqueued mode is failing (new appends refused) and its stop gives
+/// the backlog up after `stop_attempts`.
 #[tokio::test(start_paused = true)]
-async fn a_fence_probe_that_keeps_failing_cannot_hang_the_store() {
+async fn a_create_that_keeps_failing_cannot_hang_the_store() {
     for (ack_mode, kind) in [
         (AckMode::Durable, StorageErrorKind::Permanent),
         (AckMode::Durable, StorageErrorKind::Transient),
@@ -236,19 +245,25 @@ async fn a_fence_probe_that_keeps_failing_cannot_hang_the_store() {
         (AckMode::Enqueued, StorageErrorKind::Transient),
     ] {
         let label = format!("{ack_mode:?} {kind:?}");
-        let t = Bench::new("h-probe", mode(ack_mode));
+        let t = Bench::new("h-create-fails", mode(ack_mode));
         let wal = t.open().await;
-        t.faulty.fail_next(Op::Read, "/fences/", usize::MAX, kind);
+        t.faulty
+            .fail_next(Op::Create, "/objects/", usize::MAX, kind);
         let appended = within(wal.append(vec![(1, b("a"))])).await;
         match ack_mode {
             AckMode::Durable => {
                 let err = appended.unwrap_err();
                 assert!(matches!(err, Error::Storage { .. }), "{label}: {err}");
+                tokio::time::sleep(Duration::from_millis(1)).await;
+                let refused = within(wal.append(vec![(1, b("b"))])).await.unwrap_err();
+                assert!(
+                    matches!(refused, Error::Failing { .. }) && refused.is_retryable(),
+                    "{label}: {refused}"
+                );
                 within(wal.stop()).await.unwrap();
             }
             AckMode::Enqueued => {
                 appended.unwrap();
-                // The batch is created; its probe fails: the store is failing.
                 tokio::time::sleep(Duration::from_millis(1)).await;
                 let refused = within(wal.append(vec![(1, b("b"))])).await.unwrap_err();
                 assert!(
@@ -265,17 +280,39 @@ async fn a_fence_probe_that_keeps_failing_cannot_hang_the_store() {
     }
 }
 
-/// Item 3, the transient side: a probe failing a few times is retried with
-/// the create's backoff and the append succeeds.
+/// Item 3, the transient side: a create failing a few times is settled and
+/// the store serves again.
 #[tokio::test(start_paused = true)]
-async fn a_fence_probe_failing_a_few_times_is_retried() {
+async fn a_create_failing_a_few_times_is_settled() {
     for ack_mode in [AckMode::Durable, AckMode::Enqueued] {
-        let t = Bench::new("h-probe-retry", mode(ack_mode));
+        let t = Bench::new("h-create-retry", mode(ack_mode));
         let wal = t.open().await;
         t.faulty
-            .fail_next(Op::Read, "/fences/", 2, StorageErrorKind::Transient);
-        let ids = within(wal.append(vec![(1, b("a"))])).await.unwrap();
-        within(wal.wait_durable(1, ids[0])).await.unwrap();
+            .fail_next(Op::Create, "/objects/", 2, StorageErrorKind::Transient);
+        let first = within(wal.append(vec![(1, b("a"))])).await;
+        let mut ids = Vec::new();
+        match ack_mode {
+            AckMode::Durable => assert!(first.unwrap_err().is_retryable()),
+            AckMode::Enqueued => ids.extend(first.unwrap()),
+        }
+        // Refused while failing; served once a create lands.
+        let mut later = None;
+        for _ in 0..100 {
+            match within(wal.append(vec![(1, b("b"))])).await {
+                Ok(got) => {
+                    later = Some(got);
+                    break;
+                }
+                Err(e) => {
+                    assert!(e.is_retryable(), "{e}");
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
+            }
+        }
+        ids.extend(later.expect("the store never served again"));
+        within(wal.wait_durable(1, *ids.last().unwrap()))
+            .await
+            .unwrap();
         wal.stop().await.unwrap();
         assert_eq!(replays(&t.storage, &t.prefix, 1).await, ids);
     }
@@ -497,6 +534,7 @@ impl ObjectStorage for PlantMarkers {
                         reclaim_boundary: sequence,
                     },
                     segments: Vec::new(),
+                    marks: Vec::new(),
                     releases: Vec::new(),
                 };
                 self.inner
@@ -517,11 +555,13 @@ impl ObjectStorage for PlantMarkers {
     }
 }
 
-/// Found by the fencing model (`fencing_model::w6_never_gives_up_on_an_older_marker`):
-/// a data create deleted an older process's marker at most three times and
-/// then reported the sequence stale, and a stale batch poisons an enqueued
-/// writer, losing what it admitted. A marker landing a fourth time now
-/// fails the create transiently; it is repeated and the entry acknowledged.
+/// Found by the first fencing model (of the probe-based protocol): a data
+/// create deleted an older process's marker at most three times and then
+/// reported the sequence stale, and a stale batch poisons an enqueued
+/// writer, losing what it admitted. A dead older object (a marker of that
+/// release, or the start object of an opener whose open failed) landing a
+/// fourth time now fails the create transiently; it is repeated and the
+/// entry acknowledged.
 #[tokio::test(start_paused = true)]
 async fn an_older_marker_landing_four_times_never_poisons_a_newer_enqueued_writer() {
     let inner = Storage::new(MemoryStorage::new());

@@ -17,7 +17,6 @@ use crate::{Config, Entry, EntryId, Error, RegionId, Storage, Wal};
 
 mod collect;
 mod fencing;
-mod fencing_model;
 mod hardening;
 mod lifecycle;
 mod matrix;
@@ -146,11 +145,11 @@ impl Bench {
             .collect()
     }
 
-    /// The sequence of the first data batch of a store just reopened (epoch
-    /// above 1): the gap after its start object.
+    /// The sequence of the first data batch of a store just opened: the
+    /// key after its start object, the highest object present.
     pub(crate) async fn first_data_sequence(&self) -> u64 {
         let start = self.sequences().await.into_iter().max().unwrap_or(0);
-        start + crate::wal::reach::GAP
+        start + 1
     }
 
     /// Waits, by yielding (never sleeping), until `key` exists in storage.
@@ -252,9 +251,8 @@ pub(crate) async fn try_read(
     Ok(out)
 }
 
-/// Lets held start objects land one by one until `opening` returns its
-/// store: an open whose start sequence held a late object adopts it and
-/// tries the next sequence, holding one more create.
+/// Lets the held creates of an open (its walk's settle markers, its start
+/// object) land one by one until `opening` returns its store.
 pub(crate) async fn finish_open(
     faults: &FaultyStorage,
     opening: &mut tokio::task::JoinHandle<Result<Wal, Error>>,

@@ -34,6 +34,7 @@ fn object(
                 )],
             })
             .collect(),
+        marks: Vec::new(),
         releases: Vec::new(),
     }
 }
@@ -61,13 +62,18 @@ async fn a_linear_chain_is_indexed_whole() {
     }
     let r = recover(&t.storage, &prefix(&t), 4).await.unwrap();
     // The first start object held no live segment: the boundary the later
-    // objects carry passed it and collection deleted it. Each reopen leaves
-    // the fencing gap after its start object.
-    let gap = crate::wal::reach::GAP;
-    assert_eq!(r.selection.chain, vec![2, 3, 3 + gap, 4 + gap, 4 + 2 * gap]);
+    // objects carry passed it and collection deleted it. Each reopen walks
+    // to the key after the tip (its settle marker, an orphan) and starts a
+    // window above it.
+    let start = |tip: u64| crate::wal::protocol::start_sequence(tip + 1, tip, 9);
+    let (s2, s3) = (start(2), start(start(2) + 1));
+    assert_eq!(r.selection.chain, vec![2, s2, s2 + 1, s3, s3 + 1]);
     assert!(r.selection.below_boundary.is_empty());
-    assert!(r.selection.orphans.is_empty());
-    assert_eq!(t.sequences().await, r.selection.chain);
+    assert_eq!(r.selection.orphans, vec![3, s2 + 2], "the settle markers");
+    let mut present = r.selection.chain.clone();
+    present.extend(&r.selection.orphans);
+    present.sort_unstable();
+    assert_eq!(t.sequences().await, present);
     assert_eq!(read(&t.open().await, 1).await, ["e0", "e1", "e2"]);
 }
 
@@ -87,8 +93,8 @@ async fn orphans_below_and_above_the_tip_raise_the_next_sequence() {
     let ids = wal.append(vec![(1, b("new"))]).await.unwrap();
     assert_eq!(
         format::sequence_of(ids[0]),
-        7 + crate::wal::reach::GAP,
-        "start object at 7, after the orphan at 6; data after the gap"
+        crate::wal::protocol::start_sequence(5, 6, 2) + 1,
+        "the walk settles 5; the start object lies a window above the listing"
     );
     wal.stop().await.unwrap();
 }
@@ -104,12 +110,16 @@ async fn a_broken_tip_falls_back_to_the_latest_complete_object() {
     let wal = t.open().await;
     assert_eq!(read(&wal, 1).await, ["1@1", "1@2"]);
     wal.stop().await.unwrap();
-    // Its epoch still counts: the new start object is above it.
+    // Its epoch still counts, and the walk stops at it: the new start
+    // object lies a window above it.
     let reader = WalReader::open(t.storage.clone(), &t.prefix, config())
         .await
         .unwrap();
     let tip = reader.objects().last().cloned().unwrap();
-    assert_eq!((tip.sequence, tip.epoch), (4, 3));
+    assert_eq!(
+        (tip.sequence, tip.epoch),
+        (crate::wal::protocol::start_sequence(3, 3, 3), 3)
+    );
 }
 
 #[tokio::test]
@@ -178,8 +188,11 @@ impl ObjectStorage for PlantFirst {
     }
 }
 
+/// An object landing after the listing at the key after the tip: adopted
+/// when it continues the chain (an older writer's, which it may have
+/// acknowledged), and a fence when a newer process's.
 #[tokio::test]
-async fn the_start_object_moves_past_an_earlier_epoch_and_fails_on_a_later_one() {
+async fn the_walk_adopts_an_earlier_epochs_late_object_and_fails_on_a_later_one() {
     for (epoch, opens) in [(1, true), (5, false)] {
         let inner = Storage::new(crate::storage::MemoryStorage::new());
         let seed = Bench::on(inner.clone(), "r-start", config());
@@ -194,20 +207,18 @@ async fn the_start_object_moves_past_an_earlier_epoch_and_fails_on_a_later_one()
         match t.try_open().await {
             Ok(wal) => {
                 assert!(opens, "epoch {epoch}");
+                assert_eq!(read(&wal, 1).await, ["1@2"], "adopted");
                 let ids = wal.append(vec![(1, b("x"))]).await.unwrap();
-                // The start object moved to 3; the late object lay within
-                // the older process's reach of what was listed (1), so data
-                // starts after that reach.
+                // The walk adopted 2 and settled 3.
                 assert_eq!(
                     format::sequence_of(ids[0]),
-                    1 + crate::wal::reach::GAP + 1,
-                    "data after the listing plus the gap"
+                    crate::wal::protocol::start_sequence(3, 1, 2) + 1,
                 );
                 wal.stop().await.unwrap();
             }
             Err(err) => {
                 assert!(!opens, "epoch {epoch}: {err}");
-                assert!(err.to_string().contains("another process"), "{err}");
+                assert!(err.is_fenced(), "{err}");
             }
         }
     }
@@ -270,6 +281,7 @@ async fn tail_recovery_builds_the_catalog_that_whole_decoding_builds() {
                     .filter(|s| !s.is_release())
                     .copied()
                     .collect(),
+                marks: Vec::new(),
                 releases: object.releases.clone(),
             });
         }

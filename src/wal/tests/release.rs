@@ -17,10 +17,10 @@ use super::*;
 
 pub(crate) const REQUIRED: &[&str] = &[
     "a release is durable and indexed; the region reads empty and refuses appends",
-    "a release whose batch failed is sealed on the next tick without entries",
+    "a release whose batch failed is made durable by the batch's void",
     "a release while failing is refused, kept coalesced, and sealed after a success",
     "a release pending when the store starts failing fails and stays in the backlog",
-    "a failed release then a stop: the last object carries it",
+    "a failed release then a stop: the stop makes its void durable",
     "a stop of a failing store whose final creates succeed seals the rejected release",
     "a final create that fails: stop returns the error",
     "a stopped or poisoned store keeps no failed release",
@@ -100,20 +100,35 @@ async fn release_is_durable() {
 }
 
 async fn failed_release_sealed_on_tick() {
-    let t = Bench::new("rel-failed-tick", config());
+    // The batch fails, its void (carrying the record) lands: the release
+    // returns once the record is durable.
+    let t = Bench::new("rel-failed-void", config());
     let wal = t.open().await;
     wal.append(vec![(1, b("a"))]).await.unwrap();
     t.faulty
         .fail_next(Op::Create, "objects/", 1, StorageErrorKind::Transient);
+    wal.release_region(1).await.unwrap();
+    assert_eq!(t.counter(m::RELEASE_RECORDS_TOTAL), 1);
+    wal.stop().await.unwrap();
+    assert!(released_after_reopen(&t, 1).await);
+    // The void fails too: the release fails, its record stays in the void,
+    // which lands after the retry delay.
+    let t = Bench::new("rel-failed-tick", config());
+    let wal = t.open().await;
+    wal.append(vec![(1, b("a"))]).await.unwrap();
+    t.faulty
+        .fail_next(Op::Create, "objects/", 2, StorageErrorKind::Transient);
     let err = wal.release_region(1).await.unwrap_err();
-    assert!(err.is_retryable(), "{err}");
+    assert!(
+        matches!(err, Error::Failing { .. }) && err.is_retryable(),
+        "{err}"
+    );
     assert_eq!(t.counter(m::RELEASE_RECORDS_TOTAL), 0);
-    // No entry arrives; the next tick seals the kept record alone.
     tokio::time::sleep(Duration::from_millis(50)).await;
     assert_eq!(
         t.counter(m::RELEASE_RECORDS_TOTAL),
         1,
-        "sealed on the next tick"
+        "the void landed after the retry delay"
     );
     wal.stop().await.unwrap();
     assert!(released_after_reopen(&t, 1).await);
@@ -191,11 +206,10 @@ async fn failed_release_then_stop() {
     let t = Bench::new("rel-then-stop", slow(config()));
     let wal = t.open().await;
     t.faulty
-        .fail_next(Op::Create, "objects/", 1, StorageErrorKind::Transient);
+        .fail_next(Op::Create, "objects/", 2, StorageErrorKind::Transient);
     assert!(wal.release_region(1).await.unwrap_err().is_retryable());
     assert_eq!(t.counter(m::RELEASE_RECORDS_TOTAL), 0);
-    // No tick comes before the stop (an hour's interval): the stop's last
-    // object carries the kept record.
+    // The stop repeats the void, which carries the record.
     wal.stop().await.unwrap();
     assert_eq!(t.counter(m::RELEASE_RECORDS_TOTAL), 1);
     assert!(released_after_reopen(&t, 1).await);
@@ -227,12 +241,13 @@ async fn failing_stop_seals_rejected_release() {
 async fn final_create_fails() {
     let t = Bench::new("rel-final-fails", slow(config()));
     let wal = t.open().await;
-    // The release's create fails, then every attempt stop gives its last object.
+    // The release's create and its void's fail, then every attempt stop
+    // gives the void.
     let attempts = t.config.stop_attempts as usize;
     t.faulty.fail_next(
         Op::Create,
         "objects/",
-        1 + attempts,
+        2 + attempts,
         StorageErrorKind::Transient,
     );
     assert!(wal.release_region(1).await.is_err());
@@ -270,6 +285,7 @@ async fn stopped_or_poisoned_keeps_nothing() {
             reclaim_boundary: 1,
         },
         segments: Vec::new(),
+        marks: Vec::new(),
         releases: vec![format::ReleaseRecord {
             region: 9,
             released_through: 1,

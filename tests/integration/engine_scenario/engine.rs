@@ -246,6 +246,9 @@ impl Engine {
                 self.stats.appends_failed += 1;
                 self.note_error(&e);
                 match self.mode {
+                    // Refused while failing (a void did not land yet), in
+                    // either mode: never admitted, must never replay.
+                    _ if matches!(e, Error::Failing { .. }) => {}
                     // A failed create may have landed: the entries may replay.
                     AckMode::Durable => {
                         assert!(

@@ -158,7 +158,9 @@ impl Driver {
         let allowed = faulty
             && match (call, e) {
                 (Call::Append, Error::Storage { .. } | Error::NotDurable { .. }) => !enqueued,
-                (Call::Append, Error::Failing { .. }) => enqueued,
+                // Refused while a failed key is being settled (durable) or
+                // the backlog is repeated (enqueued): never admitted.
+                (Call::Append, Error::Failing { .. }) => true,
                 (
                     Call::Release | Call::Flush,
                     Error::Storage { .. } | Error::NotDurable { .. } | Error::Failing { .. },
