@@ -20,6 +20,7 @@ use objwal::{ObjectMeta, ObjectStorage, Storage};
 use serde::Serialize;
 
 use crate::health::Health;
+use crate::looks::{settle, Failure, Verdict};
 use crate::{store, CliError, CliResult};
 
 /// Arguments of `objwal inspect`.
@@ -83,8 +84,9 @@ struct ObjectInfo {
     sequence: Option<u64>,
     size: u64,
     /// chain, orphan, collectable (below the tip's reclaim boundary),
-    /// unknown (recovery failed), damaged, unreplayed (above the tip, off
-    /// its chain, holding entries), foreign (not an object key; ignored).
+    /// unknown (recovery failed), damaged, unreadable (its reads kept
+    /// failing or never agreed), unreplayed (above the tip, off its chain,
+    /// holding entries), foreign (not an object key; ignored).
     state: &'static str,
     epoch: Option<u64>,
     link: Option<LinkInfo>,
@@ -232,7 +234,9 @@ async fn inspect(storage: &Storage, prefix: &Prefix) -> Result<Inspection, CliEr
     })
 }
 
-/// One object from its tail (state "ok" until the chain is known).
+/// One object from its tail (state "ok" until the chain is known). A tail
+/// is damaged only when a second look fails the same way
+/// ([`crate::looks`]); one whose reads keep failing is "unreadable".
 async fn describe(storage: &Storage, prefix: &Prefix, meta: ObjectMeta) -> ObjectInfo {
     let sequence = prefix.parse_object_key(&meta.key);
     let mut info = ObjectInfo {
@@ -251,19 +255,20 @@ async fn describe(storage: &Storage, prefix: &Prefix, meta: ObjectMeta) -> Objec
         info.state = "foreign";
         return info;
     };
-    let tail = match read_tail(storage, &meta).await {
-        Ok(tail) => tail,
-        Err(e) => {
+    let (tail, releases) = match settle(|| look(storage, &meta, sequence)).await {
+        Verdict::Sound(found) => found,
+        Verdict::Damaged(e) => {
             info.state = "damaged";
+            info.error = Some(e);
+            return info;
+        }
+        Verdict::Unsettled(e) => {
+            info.state = "unreadable";
             info.error = Some(e);
             return info;
         }
     };
     let header = tail.header();
-    if header.sequence != sequence {
-        info.state = "damaged";
-        info.error = Some(format!("its tail names sequence {}", header.sequence));
-    }
     info.epoch = Some(header.epoch);
     info.link = header.link.map(|l| LinkInfo {
         sequence: l.sequence,
@@ -271,16 +276,27 @@ async fn describe(storage: &Storage, prefix: &Prefix, meta: ObjectMeta) -> Objec
     });
     info.reclaim_boundary = Some(header.reclaim_boundary);
     info.segments = tail.region_segments().map(segment_info).collect();
-    if let Some(index) = tail.release_segment() {
-        match read_releases(storage, &meta.key, index, sequence).await {
-            Ok(releases) => info.releases = releases,
-            Err(e) => {
-                info.state = "damaged";
-                info.error = Some(e);
-            }
-        }
-    }
+    info.releases = releases;
     info
+}
+
+/// One look at an object: its tail, naming its key's sequence, and its
+/// release records.
+async fn look(
+    storage: &Storage,
+    meta: &ObjectMeta,
+    sequence: u64,
+) -> Result<(Tail, Vec<ReleaseInfo>), Failure> {
+    let tail = read_tail(storage, meta).await?;
+    let named = tail.header().sequence;
+    if named != sequence {
+        return Err(Failure::Decode(format!("its tail names sequence {named}")));
+    }
+    let releases = match tail.release_segment() {
+        Some(index) => read_releases(storage, &meta.key, index, sequence).await?,
+        None => Vec::new(),
+    };
+    Ok((tail, releases))
 }
 
 fn segment_info(s: &SegmentIndex) -> SegmentInfo {
@@ -295,20 +311,22 @@ fn segment_info(s: &SegmentIndex) -> SegmentInfo {
 
 /// The trailer and footer of an object: one ranged read of the last
 /// [`WINDOW`] bytes, and one more for a footer that starts before it.
-async fn read_tail(storage: &Storage, meta: &ObjectMeta) -> Result<Tail, String> {
+async fn read_tail(storage: &Storage, meta: &ObjectMeta) -> Result<Tail, Failure> {
     let window_len = meta.size.min(WINDOW);
     let window = storage
         .read(&meta.key, meta.size - window_len..meta.size)
         .await
-        .map_err(|e| format!("cannot read the tail: {e}"))?;
-    match format::decode_tail(&window, meta.size).map_err(|e| e.to_string())? {
+        .map_err(|e| Failure::Request(format!("cannot read the tail: {e}")))?;
+    let decoded =
+        format::decode_tail(&window, meta.size).map_err(|e| Failure::Decode(e.to_string()))?;
+    match decoded {
         TailDecode::Complete(tail) => Ok(tail),
         TailDecode::NeedFooter { trailer, footer } => {
             let bytes = storage
                 .read(&meta.key, footer)
                 .await
-                .map_err(|e| format!("cannot read the footer: {e}"))?;
-            format::decode_footer(trailer, &bytes).map_err(|e| e.to_string())
+                .map_err(|e| Failure::Request(format!("cannot read the footer: {e}")))?;
+            format::decode_footer(trailer, &bytes).map_err(|e| Failure::Decode(e.to_string()))
         }
     }
 }
@@ -318,12 +336,13 @@ async fn read_releases(
     key: &str,
     index: &SegmentIndex,
     sequence: u64,
-) -> Result<Vec<ReleaseInfo>, String> {
+) -> Result<Vec<ReleaseInfo>, Failure> {
     let bytes = storage
         .read(key, index.range())
         .await
-        .map_err(|e| format!("cannot read the release segment: {e}"))?;
-    let records = format::decode_releases(&bytes, index, sequence).map_err(|e| e.to_string())?;
+        .map_err(|e| Failure::Request(format!("cannot read the release segment: {e}")))?;
+    let records = format::decode_releases(&bytes, index, sequence)
+        .map_err(|e| Failure::Decode(e.to_string()))?;
     Ok(records
         .into_iter()
         .map(|r| ReleaseInfo {
@@ -446,5 +465,38 @@ fn print_text(i: &Inspection) {
             r.last_id,
             opt(r.released_through)
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use objwal::storage::fault::FaultyStorage;
+    use objwal::storage::MemoryStorage;
+    use objwal::{Config, Wal};
+
+    /// Issue 18, item 4: one tail read corrupted in transit made `inspect`
+    /// show a healthy object as damaged. Damaged only when a second look
+    /// fails the same way.
+    #[tokio::test]
+    async fn one_tail_read_corrupted_in_transit_is_not_shown_damaged() {
+        let faulty = FaultyStorage::new(Storage::new(MemoryStorage::new()));
+        let storage = faulty.storage();
+        let wal = Wal::open(storage.clone(), "t", Config::default())
+            .await
+            .unwrap();
+        wal.append(vec![(1, "some entry".into())]).await.unwrap();
+        wal.stop().await.unwrap();
+        let prefix = Prefix::new("t").unwrap();
+        let meta = storage.list("t/objects/").await.unwrap().pop().unwrap();
+        let in_footer = meta.size - format::TRAILER_LEN as u64 - 3;
+
+        faulty.corrupt_next_reads_at(&meta.key, 1, in_footer);
+        let info = describe(&storage, &prefix, meta.clone()).await;
+        assert_eq!((info.state, info.error), ("ok", None));
+        assert_eq!(info.segments.len(), 1);
+        faulty.corrupt_next_reads_at(&meta.key, 2, in_footer);
+        let info = describe(&storage, &prefix, meta).await;
+        assert_eq!(info.state, "damaged", "{:?}", info.error);
     }
 }
