@@ -468,10 +468,29 @@ impl std::fmt::Debug for WalReader {
 }
 
 impl WalReader {
-    /// Recovers the catalog of `prefix` as it is now.
+    /// Recovers the catalog of `prefix` as it is now, writing nothing.
+    ///
+    /// `config` is validated whole, as for [`Wal::open`]; the settings that
+    /// concern reading take effect, for the open and for every later read
+    /// of this reader (and of an [`import_region`](Wal::import_region) that
+    /// uses it as its source):
+    ///
+    /// | setting | effect on a reader |
+    /// | --- | --- |
+    /// | `request_timeout` | every storage request that does not answer in time fails with a retryable error |
+    /// | `recovery_concurrency` | tails read at once by this open |
+    /// | `on_damaged_object` | whether a damaged object fails this open or is left out as holes |
+    /// | `on_corrupted_segment` | whether a read skips a corrupted segment (a hole) or fails |
+    /// | `replay_concurrency`, `replay_buffer_bytes` | reads in flight and bytes held by `read` and `replay` |
+    ///
+    /// The other settings govern writing (batching, acknowledgement,
+    /// creates, their retries, collection, flush requests) and do not apply
+    /// to a reader, which writes nothing and retries nothing: a failed
+    /// request is returned to the caller, who may repeat the call.
     pub async fn open(storage: Storage, prefix: &str, config: Config) -> Result<WalReader, Error> {
         config.validate()?;
         let prefix = Prefix::new(prefix)?;
+        let storage = storage.with_request_timeout(config.request_timeout);
         let recovered = recovery::recover_with(&storage, &prefix, &config).await?;
         let metrics = StoreMetrics::new(prefix.as_str());
         recovered.damage.set_gauges(&metrics);

@@ -229,3 +229,34 @@ async fn importing_a_released_or_empty_region_imports_nothing_but_moves_the_ids(
     assert!(matches!(err, Error::InvalidArgument { .. }), "{err}");
     node_b.stop().await.unwrap();
 }
+
+/// Issue 18, item 5: an import whose source (node A's store, through a
+/// `WalReader`) stops answering waited forever, although the reader was
+/// opened with `request_timeout`. It fails with a retryable error, and an
+/// import repeated once the store answers moves the region.
+#[tokio::test(start_paused = true)]
+async fn an_import_from_a_source_that_stops_answering_fails_after_request_timeout() {
+    let faulty = faulty_memory();
+    let storage = faulty.storage();
+    let a_ids = node_a(&storage, 6).await;
+    let config = Config {
+        request_timeout: Some(std::time::Duration::from_secs(1)),
+        ..test_config()
+    };
+    let reader = within(WalReader::open(storage.clone(), "a", config))
+        .await
+        .unwrap();
+    let node_b = Wal::open(storage.clone(), "b", test_config())
+        .await
+        .unwrap();
+    faulty.stall_next(objwal::storage::fault::Op::Read, "a/objects/", 1);
+    let err = within(node_b.import_region(&reader, R, a_ids[3] + 1))
+        .await
+        .unwrap_err();
+    assert!(err.is_retryable(), "{err}");
+    let moved = within(node_b.import_region(&reader, R, a_ids[3] + 1))
+        .await
+        .unwrap();
+    assert_eq!(moved.entries, 2);
+    node_b.stop().await.unwrap();
+}
