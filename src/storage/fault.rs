@@ -564,6 +564,10 @@ impl ObjectStorage for FaultyStorage {
         self.finish(Op::Delete, result)
     }
 
+    async fn remove_leftovers(&self, prefix: &str) -> Result<(), StorageError> {
+        self.inner.remove_leftovers(prefix).await
+    }
+
     /// A store with injected create or read latency stands in for a remote one.
     fn charges_per_request(&self) -> bool {
         let s = self.state();

@@ -206,6 +206,20 @@ pub trait ObjectStorage: Send + Sync + fmt::Debug + 'static {
     fn charges_per_request(&self) -> bool {
         true
     }
+
+    /// Removes what a crashed writer of this backend left under `prefix`
+    /// that is not an object (the local directory's temporary files of
+    /// processes that no longer run), so that it does not accumulate.
+    ///
+    /// Only a writer calls it: [`Wal::open`](crate::Wal::open), before it
+    /// creates anything, and `objwal repair --yes`. Readers
+    /// ([`WalReader`](crate::WalReader)) and the read-only tools never do,
+    /// so they create, delete and rename nothing. Defaults to nothing to
+    /// remove; a wrapper around another backend should pass it on.
+    async fn remove_leftovers(&self, prefix: &str) -> Result<(), StorageError> {
+        let _ = prefix;
+        Ok(())
+    }
 }
 
 /// A cheap-to-clone handle to any [`ObjectStorage`] backend.
@@ -265,6 +279,10 @@ impl ObjectStorage for Storage {
 
     fn charges_per_request(&self) -> bool {
         self.inner.charges_per_request()
+    }
+
+    async fn remove_leftovers(&self, prefix: &str) -> Result<(), StorageError> {
+        self.inner.remove_leftovers(prefix).await
     }
 }
 

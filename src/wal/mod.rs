@@ -150,10 +150,19 @@ impl Wal {
     /// Opens the log under `prefix`: recovers its history from the objects'
     /// tails, claims the prefix with a start object of a new epoch, and
     /// starts the actor. Must be called inside a tokio runtime.
+    ///
+    /// Before it creates anything it asks the backend to remove what
+    /// crashed writers left under the prefix
+    /// ([`ObjectStorage::remove_leftovers`](crate::ObjectStorage::remove_leftovers):
+    /// a local directory's temporary files of dead processes); a failure to
+    /// do so is logged, not fatal. [`WalReader::open`] never does.
     pub async fn open(storage: Storage, prefix: &str, config: Config) -> Result<Wal, Error> {
         config.validate()?;
         let prefix = Prefix::new(prefix)?;
         let span = tracing::info_span!("open", prefix = %prefix);
+        remove_leftovers(&storage, &prefix)
+            .instrument(span.clone())
+            .await;
         Self::open_in(storage, prefix, config)
             .instrument(span)
             .await
@@ -434,6 +443,16 @@ impl SegmentSource for ActorSource {
             })
             .await
         })
+    }
+}
+
+/// What a writer does before its open creates anything: has the backend
+/// remove what crashed writers left under `prefix` (not objects: a local
+/// directory's temporary files). Housekeeping, so a failure is a warning.
+async fn remove_leftovers(storage: &Storage, prefix: &Prefix) {
+    use crate::storage::ObjectStorage as _;
+    if let Err(error) = storage.remove_leftovers(&format!("{prefix}/")).await {
+        tracing::warn!(%error, "could not remove what crashed writers left; going on");
     }
 }
 

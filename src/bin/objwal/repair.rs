@@ -6,7 +6,10 @@
 //! where it goes (`<prefix>/quarantine/<its file name>`); and each object
 //! above the tip that will not replay, which no move can fix (restoring the
 //! missing object it names can). Without `--yes` that is all (exit 1 while
-//! damage remains). With `--yes` each damaged object is moved: read whole,
+//! damage remains). With `--yes` it first removes what crashed writers left
+//! under the prefix that is not an object (a local directory's temporary
+//! files of dead processes, as a writer's open does), then each damaged
+//! object is moved: read whole,
 //! created under `quarantine/` (if-not-exists; an existing copy must hold
 //! the same bytes), the copy read back and compared, and only then the
 //! original deleted. Nothing is ever deleted without its copy in place.
@@ -42,6 +45,13 @@ pub async fn run(prefix: &str, args: RepairArgs) -> CliResult {
     let prefix = store::prefix(prefix)?;
     let storage = store::open(&args.url, true)?;
     store::objects(&storage, &prefix).await?;
+    if args.yes {
+        // A writer's housekeeping, as `Wal::open` does it: what crashed
+        // writers left that is not an object (a dry run touches nothing).
+        storage
+            .remove_leftovers(&format!("{}/", prefix.as_str()))
+            .await?;
+    }
     let health = Health::of(&storage, &prefix).await;
     if let Some(e) = &health.recovery_error {
         return Err(CliError::Failed(format!(
