@@ -5,7 +5,9 @@
 //! release records, the release segment. The library's recovery
 //! ([`crate::health`]) tells which objects are on the tip's chain, which are
 //! orphans, which are damaged and which lie above the tip and will not
-//! replay; the health line says so, naming them. Never writes.
+//! replay (at a second look `--recheck-after` later: on a live prefix the
+//! gap below them is usually an object still uploading); the health line
+//! says so, naming them. Never writes.
 //!
 //! Exits 1 when the health line is not OK: a damaged object under
 //! `objects/`, an object above the tip whose entries will not replay, or a
@@ -20,7 +22,7 @@ use objwal::{ObjectMeta, ObjectStorage, Storage};
 use serde::Serialize;
 
 use crate::health::Health;
-use crate::looks::{settle, Failure, Verdict};
+use crate::looks::{settle, Failure, Recheck, Verdict};
 use crate::{store, CliError, CliResult};
 
 /// Arguments of `objwal inspect`.
@@ -31,6 +33,8 @@ pub struct InspectArgs {
     /// Print one JSON document instead of tables.
     #[arg(long)]
     json: bool,
+    #[command(flatten)]
+    recheck: Recheck,
 }
 
 /// The bytes read from the end of each object at once.
@@ -86,7 +90,9 @@ struct ObjectInfo {
     /// chain, orphan, collectable (below the tip's reclaim boundary),
     /// unknown (recovery failed), damaged, unreadable (its reads kept
     /// failing or never agreed), unreplayed (above the tip, off its chain,
-    /// holding entries), foreign (not an object key; ignored).
+    /// holding entries, at two looks), pending (the same, but only at the
+    /// second look: behind an object still in flight), foreign (not an
+    /// object key; ignored).
     state: &'static str,
     epoch: Option<u64>,
     link: Option<LinkInfo>,
@@ -132,7 +138,7 @@ struct RegionInfo {
 pub async fn run(prefix: &str, args: InspectArgs) -> CliResult {
     let prefix = store::prefix(prefix)?;
     let storage = store::open(&args.url, true)?;
-    let inspection = inspect(&storage, &prefix).await?;
+    let inspection = inspect(&storage, &prefix, &args.recheck).await?;
     if args.json {
         let text = serde_json::to_string_pretty(&inspection)
             .map_err(|e| CliError::Failed(format!("cannot encode JSON: {e}")))?;
@@ -146,14 +152,18 @@ pub async fn run(prefix: &str, args: InspectArgs) -> CliResult {
     Ok(())
 }
 
-async fn inspect(storage: &Storage, prefix: &Prefix) -> Result<Inspection, CliError> {
+async fn inspect(
+    storage: &Storage,
+    prefix: &Prefix,
+    recheck: &Recheck,
+) -> Result<Inspection, CliError> {
     let listed = store::objects(storage, prefix).await?;
     let mut objects: Vec<ObjectInfo> = futures::stream::iter(listed)
         .map(|meta| describe(storage, prefix, meta))
         .buffered(CONCURRENCY)
         .collect()
         .await;
-    let health = Health::of(storage, prefix).await;
+    let health = Health::of(storage, prefix, recheck).await;
     let (chain, orphans) = match &health.reader {
         Some(reader) => (
             reader.objects().iter().map(|o| o.sequence).collect(),
@@ -170,6 +180,7 @@ async fn inspect(storage: &Storage, prefix: &Prefix) -> Result<Inspection, CliEr
         }
     }
     let unreplayed: HashSet<u64> = health.unreplayed().iter().map(|u| u.sequence).collect();
+    let pending: HashSet<u64> = health.pending().iter().map(|u| u.sequence).collect();
     let tip = chain.iter().max().copied();
     let tip_object = objects.iter().find(|o| o.sequence == tip && tip.is_some());
     let reclaim_boundary = tip_object.and_then(|o| o.reclaim_boundary);
@@ -184,6 +195,7 @@ async fn inspect(storage: &Storage, prefix: &Prefix) -> Result<Inspection, CliEr
         object.state = match object.sequence {
             Some(s) if chain_set.contains(&s) => "chain",
             Some(s) if unreplayed.contains(&s) => "unreplayed",
+            Some(s) if pending.contains(&s) => "pending",
             Some(s) if orphan_set.contains(&s) => "orphan",
             Some(s) if recovery_error.is_none() && reclaim_boundary.is_some_and(|b| s < b) => {
                 "collectable"

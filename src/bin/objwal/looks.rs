@@ -1,16 +1,60 @@
-//! Looking again before calling an object broken: the rule `inspect`,
-//! `verify` and `repair` share with recovery (rfcs/0003, "One bad read is
-//! not damage").
+//! Looking again before calling something broken: the rules `inspect`,
+//! `verify` and `repair` share (rfcs/0003, "One bad read is not damage" and
+//! "A live prefix is not a broken one").
 //!
-//! A read can go wrong in transit (a flipped byte, an answer cut short), so
-//! one failed decode proves nothing about the object. An object is damaged
-//! only when two looks at it fail the same way (the same ranges read, the
-//! same failure); a look that decodes wins at once. A request that fails is
-//! not damage either: looks whose requests keep failing, or that never
-//! agree, leave the object unsettled, which the tools report as such (a
-//! problem, exit 1, but never "damaged", and never a reason to move it).
+//! Damage. A read can go wrong in transit (a flipped byte, an answer cut
+//! short), so one failed decode proves nothing about the object. An object
+//! is damaged only when two looks at it fail the same way (the same ranges
+//! read, the same failure); a look that decodes wins at once. A request
+//! that fails is not damage either: looks whose requests keep failing, or
+//! that never agree, leave the object unsettled, which the tools report as
+//! such (a problem, exit 1, but never "damaged", and never a reason to move
+//! it).
+//!
+//! Gaps. A writer uploads up to `max_inflight_creates` objects at once, so
+//! a listing taken while it appends can hold an object whose predecessor is
+//! still uploading: a gap in the chain that fills a moment later. A gap is
+//! called missing only when a second look, [`Recheck::recheck_after`]
+//! later, finds the same objects above the tip still cut off at the same
+//! sequence ([`Health::of`](crate::health::Health::of) applies it).
 
 use std::future::Future;
+use std::time::Duration;
+
+/// When `inspect`, `verify` and `repair` look at a gap in the chain again.
+#[derive(Debug, Clone, clap::Args)]
+pub struct Recheck {
+    /// Wait this long, then look again, before reporting objects above the
+    /// tip that will not replay: the gap below them (a "missing" sequence)
+    /// is reported only if it is still there, cutting off the same objects,
+    /// at the second look. A writer's object that was still uploading fills
+    /// it meanwhile. An upload slower than this is still reported.
+    #[arg(long, value_name = "DURATION", default_value = "2s",
+        value_parser = humantime::parse_duration)]
+    pub recheck_after: Duration,
+    /// Test hook: before the second look, print a line on stderr and wait
+    /// for a line (or the end) on stdin.
+    #[arg(long, hide = true)]
+    pub hold_before_recheck: bool,
+}
+
+/// The line `--hold-before-recheck` prints before it waits.
+pub const HOLD_LINE: &str = "objwal: holding before the second look at a gap";
+
+impl Recheck {
+    /// Waits for the second look: `recheck_after`, then the test hook.
+    pub async fn wait(&self) {
+        tokio::time::sleep(self.recheck_after).await;
+        if self.hold_before_recheck {
+            eprintln!("{HOLD_LINE}");
+            let _ = tokio::task::spawn_blocking(|| {
+                let mut line = String::new();
+                std::io::stdin().read_line(&mut line)
+            })
+            .await;
+        }
+    }
+}
 
 /// Looks at one object before a verdict is given up on.
 pub const LOOKS: usize = 3;

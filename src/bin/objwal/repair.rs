@@ -5,7 +5,9 @@
 //! would do: each damaged object under `objects/`, why, what it held, and
 //! where it goes (`<prefix>/quarantine/<its file name>`); and each object
 //! above the tip that will not replay, which no move can fix (restoring the
-//! missing object it names can). Without `--yes` that is all (exit 1 while
+//! missing object it names can): only when a second look `--recheck-after`
+//! later finds the same gap, so that an object a live writer is still
+//! uploading is not taken for a missing one. Without `--yes` that is all (exit 1 while
 //! damage remains). With `--yes` it first removes what crashed writers left
 //! under the prefix that is not an object (a local directory's temporary
 //! files of dead processes, as a writer's open does), then each damaged
@@ -27,6 +29,7 @@ use objwal::wal::damage::quarantine_key;
 use objwal::{Created, ObjectStorage, Storage, WalReader};
 
 use crate::health::Health;
+use crate::looks::Recheck;
 use crate::{store, CliError, CliResult};
 
 /// Arguments of `objwal repair`.
@@ -38,6 +41,8 @@ pub struct RepairArgs {
     /// done).
     #[arg(long)]
     yes: bool,
+    #[command(flatten)]
+    recheck: Recheck,
 }
 
 /// Runs `repair`.
@@ -52,7 +57,7 @@ pub async fn run(prefix: &str, args: RepairArgs) -> CliResult {
             .remove_leftovers(&format!("{}/", prefix.as_str()))
             .await?;
     }
-    let health = Health::of(&storage, &prefix).await;
+    let health = Health::of(&storage, &prefix, &args.recheck).await;
     if let Some(e) = &health.recovery_error {
         return Err(CliError::Failed(format!(
             "recovery fails even with damaged objects left out, so moving them cannot help: {e}"
@@ -170,6 +175,13 @@ mod tests {
     use objwal::storage::MemoryStorage;
     use objwal::{Config, Wal};
 
+    fn now() -> Recheck {
+        Recheck {
+            recheck_after: std::time::Duration::ZERO,
+            hold_before_recheck: false,
+        }
+    }
+
     /// Issue 18, item 4: a healthy object was moved aside because one
     /// tail read of it was corrupted in transit (recovery, which repair
     /// asks, called it damaged).
@@ -186,12 +198,12 @@ mod tests {
         let meta = storage.list("t/objects/").await.unwrap().pop().unwrap();
         let in_footer = meta.size - objwal::format::TRAILER_LEN as u64 - 3;
         faulty.corrupt_next_reads_at(&meta.key, 1, in_footer);
-        let health = Health::of(&storage, &prefix).await;
+        let health = Health::of(&storage, &prefix, &now()).await;
         assert!(health.damaged().is_empty(), "{}", health.line());
         assert!(health.is_ok(), "{}", health.line());
         // The same check a damaged object meets: two reads failing alike.
         faulty.corrupt_next_reads_at(&meta.key, 2, in_footer);
-        let health = Health::of(&storage, &prefix).await;
+        let health = Health::of(&storage, &prefix, &now()).await;
         assert_eq!(health.damaged().len(), 1, "{}", health.line());
     }
 

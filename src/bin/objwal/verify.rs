@@ -2,7 +2,9 @@
 //!
 //! 1. Recovery, as `Wal::open` does it ([`crate::health`]): it names every
 //!    structurally damaged object and every object above the tip whose
-//!    entries will not replay (its chain is broken by a missing object).
+//!    entries will not replay (its chain is broken by a missing object),
+//!    the latter only when a second look `--recheck-after` later finds the
+//!    same gap (a writer's object still uploading fills it meanwhile).
 //! 2. Every other object key is read whole and decoded with
 //!    [`objwal::format::decode`] (every CRC, every frame): a segment that
 //!    fails here is one that reads would skip as a hole.
@@ -26,7 +28,7 @@ use objwal::storage::keys::Prefix;
 use objwal::{ObjectMeta, ObjectStorage, Storage};
 
 use crate::health::Health;
-use crate::looks::{settle, Failure, Verdict};
+use crate::looks::{settle, Failure, Recheck, Verdict};
 use crate::{store, CliError, CliResult};
 
 /// Arguments of `objwal verify`.
@@ -34,6 +36,8 @@ use crate::{store, CliError, CliResult};
 pub struct VerifyArgs {
     /// The store URL (file:///path, s3://bucket/root?..., ...).
     url: String,
+    #[command(flatten)]
+    recheck: Recheck,
 }
 
 /// Objects read and decoded at once.
@@ -61,7 +65,7 @@ pub async fn run(prefix: &str, args: VerifyArgs) -> CliResult {
     let prefix = store::prefix(prefix)?;
     let storage = store::open(&args.url, true)?;
     let listed = store::objects(&storage, &prefix).await?;
-    let health = Health::of(&storage, &prefix).await;
+    let health = Health::of(&storage, &prefix, &args.recheck).await;
     let named: HashSet<String> = health.damaged().iter().map(|d| d.key.clone()).collect();
     let total = listed.len();
     let bytes: u64 = listed.iter().map(|o| o.size).sum();
