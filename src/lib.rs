@@ -133,7 +133,8 @@
 //! - **R2 claim before write**: the start object, of an epoch above every
 //!   epoch present, is durable before the first append is admitted.
 //! - **R3 damage is confirmed**: an object is damaged only when two reads
-//!   of it fail the same way; one read gone wrong is a retryable error.
+//!   of it fail the same way; one read gone wrong (or a failed request) is
+//!   a retryable error, never a verdict.
 //!
 //! Enqueued acknowledgement (RFC 0004):
 //! - **E1 bounded risk**: nothing is admitted while the backlog is at a

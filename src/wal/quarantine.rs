@@ -76,12 +76,14 @@ enum Look {
 /// listing).
 ///
 /// An object is damaged only when a second look fails the same way (the
-/// same ranges read, the same failure): one read corrupted or cut short in
-/// transit, followed by a read that decodes, is an intact object. A
-/// failure no second look confirms within [`LOOKS`] is a retryable error:
-/// recovery neither trusts the object nor calls it damaged (under
+/// same ranges read, the same failure): one read corrupted in transit,
+/// followed by a read that decodes, is an intact object. A decode failure
+/// no second look confirms within [`LOOKS`] is a retryable error: recovery
+/// neither trusts the object nor calls it damaged (under
 /// `on_damaged_object = "quarantine"` damage means holes and, once the
-/// boundary passes it, deletion).
+/// boundary passes it, deletion). A failed request (an answer cut short is
+/// one: `Storage::read` refuses it) is returned as it is, retryable when it
+/// is: it says nothing of the object, and the caller repeats the open.
 pub(crate) async fn examine(
     storage: &Storage,
     key: &str,
@@ -105,10 +107,8 @@ pub(crate) async fn examine(
                     return Ok(Some(Examined::Intact(object)));
                 }
                 Look::Gone => return Ok(None),
-                Look::Failed(e) if e.is_retryable() => {
-                    last = Some(e);
-                    continue;
-                }
+                // A failed request says nothing of the bytes: the caller
+                // repeats the open (retries stay in one place).
                 Look::Failed(e) => return Err(e),
                 Look::Damaged { error, misplaced } => (error, misplaced),
             };

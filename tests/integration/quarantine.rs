@@ -449,7 +449,8 @@ impl ObjectStorage for ShortOnce {
 /// answer on; recovery (quarantine mode) decoded it as a damaged object,
 /// indexed it without segments, and collection then deleted it. A read of
 /// another length than asked is a transient error at the `Storage`
-/// boundary (invariant S3), and a second read decides.
+/// boundary (invariant S3): the open fails retryably, never calling the
+/// object damaged, and the repeated open (a second read) decides.
 #[tokio::test]
 async fn an_outside_backends_short_answer_is_an_error_not_damage() {
     let memory = faulty_memory().storage();
@@ -462,6 +463,14 @@ async fn an_outside_backends_short_answer_is_an_error_not_damage() {
         })
     };
     let storage = short(&key(3));
+    let err = WalReader::open(storage.clone(), "t", quarantining())
+        .await
+        .unwrap_err();
+    assert!(err.is_retryable(), "{err}");
+    let err = Wal::open(short(&key(3)), "t", quarantining())
+        .await
+        .unwrap_err();
+    assert!(err.is_retryable(), "{err}");
     let wal = Wal::open(storage.clone(), "t", quarantining())
         .await
         .unwrap();
