@@ -161,7 +161,8 @@ pub struct Config {
     /// transient error and is retried like any failure (`"off"`, the
     /// default: no limit, the adapters' own timeouts apply). Shorter: a
     /// stalled request is given up sooner, at the price of repeating slow
-    /// ones.
+    /// ones. A [`WalReader`](crate::WalReader) applies it too (to its open
+    /// and its reads) and returns the retryable error to its caller.
     #[serde(with = "optional_duration")]
     pub request_timeout: Option<Duration>,
     /// What opening does with a structurally damaged object.

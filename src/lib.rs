@@ -108,7 +108,8 @@
 //! - **S2 sorted listings**: `list` returns keys in ascending order with
 //!   their sizes.
 //! - **S3 exact reads**: a range past an object's end is an error, never a
-//!   short read; deleting a missing key is `Ok`.
+//!   short read (`Storage` refuses an answer of another length for every
+//!   backend, as a transient error); deleting a missing key is `Ok`.
 //!
 //! Log store and recovery (RFC 0003):
 //! - **L1 one owner**: only the actor mutates the store's state.
@@ -131,6 +132,9 @@
 //!   header or a segment.
 //! - **R2 claim before write**: the start object, of an epoch above every
 //!   epoch present, is durable before the first append is admitted.
+//! - **R3 damage is confirmed**: an object is damaged only when two reads
+//!   of it fail the same way; one read gone wrong (or a failed request) is
+//!   a retryable error, never a verdict.
 //!
 //! Enqueued acknowledgement (RFC 0004):
 //! - **E1 bounded risk**: nothing is admitted while the backlog is at a

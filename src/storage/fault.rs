@@ -3,14 +3,16 @@
 //! Responsibility: make every storage failure a later test needs happen on
 //! demand, deterministically: failed requests, a create that lands but whose
 //! response is lost, creates held at a chosen point and released in a chosen
-//! order, latency, corrupted reads, and request counters.
+//! order, requests that never answer, latency, corrupted reads, and request
+//! counters.
 //!
 //! Invariants: nothing here sleeps or draws random numbers, except the
 //! explicit latency (a `tokio::time::sleep`, so paused-time tests work);
 //! every rule is consumed in the order it was added; clones share all state.
 //!
-//! The order of a create through the wrapper: count it; latency; a `fail_next`
-//! rule (the inner store is not touched); the [`HoldPoint::BeforeInner`] hold;
+//! The order of a request through the wrapper: count it; latency; a
+//! `stall_next` rule (it never answers); a `fail_next` rule (the inner
+//! store is not touched). Then, for a create: the [`HoldPoint::BeforeInner`] hold;
 //! a `phantom_exists_next` rule (answers `AlreadyExists`, nothing lands);
 //! the inner create; a `lose_next_create_responses` rule (the object landed,
 //! a transient error is returned); the [`HoldPoint::AfterLanded`] hold.
@@ -129,6 +131,7 @@ struct Held {
 #[derive(Default)]
 struct State {
     fail: Vec<Rule<(Op, StorageErrorKind)>>,
+    stall: Vec<Rule<Op>>,
     lose: Vec<Rule<()>>,
     phantom: Vec<Rule<()>>,
     corrupt: Vec<Rule<Option<u64>>>,
@@ -216,6 +219,18 @@ impl FaultyStorage {
         });
     }
 
+    /// The next `n` requests of kind `op` whose key (or listed prefix)
+    /// contains `key_contains` never answer: a store that stopped
+    /// responding. Each waits until its caller gives up on it (drops it, as
+    /// a request timeout does); the inner store is not touched.
+    pub fn stall_next(&self, op: Op, key_contains: &str, n: usize) {
+        self.state().stall.push(Rule {
+            key_contains: key_contains.to_owned(),
+            remaining: n,
+            what: op,
+        });
+    }
+
     /// The next `n` creates whose key contains `key_contains` land in the
     /// inner store, then return a transient error as if the response was lost.
     pub fn lose_next_create_responses(&self, key_contains: &str, n: usize) {
@@ -265,11 +280,13 @@ impl FaultyStorage {
         self.state().latency[op_index(op)] = latency;
     }
 
-    /// Removes every fail, lose and corrupt rule and every latency. Holding
-    /// and held creates are unchanged.
+    /// Removes every fail, stall, lose and corrupt rule and every latency.
+    /// Holding and held creates are unchanged (and requests already stalled
+    /// stay stalled).
     pub fn clear_faults(&self) {
         let mut s = self.state();
         s.fail.clear();
+        s.stall.clear();
         s.lose.clear();
         s.phantom.clear();
         s.corrupt.clear();
@@ -354,7 +371,7 @@ impl FaultyStorage {
         self.state().counts = Counts::default();
     }
 
-    /// Counts a request, applies latency and `fail_next` rules.
+    /// Counts a request, applies latency, `stall_next` and `fail_next` rules.
     async fn enter(&self, op: Op, key: &str) -> Result<(), StorageError> {
         let latency = {
             let mut s = self.state();
@@ -363,6 +380,24 @@ impl FaultyStorage {
         };
         if !latency.is_zero() {
             tokio::time::sleep(latency).await;
+        }
+        let stalled = {
+            let mut s = self.state();
+            let i = s
+                .stall
+                .iter()
+                .position(|r| r.what == op && r.remaining > 0 && key.contains(&r.key_contains));
+            i.map(|i| {
+                let rule = &mut s.stall[i];
+                rule.remaining -= 1;
+                if rule.remaining == 0 {
+                    s.stall.remove(i);
+                }
+            })
+            .is_some()
+        };
+        if stalled {
+            std::future::pending::<()>().await;
         }
         let mut s = self.state();
         let fail = {
@@ -527,6 +562,10 @@ impl ObjectStorage for FaultyStorage {
         self.enter(Op::Delete, key).await?;
         let result = self.inner.delete(key).await;
         self.finish(Op::Delete, result)
+    }
+
+    async fn remove_leftovers(&self, prefix: &str) -> Result<(), StorageError> {
+        self.inner.remove_leftovers(prefix).await
     }
 
     /// A store with injected create or read latency stands in for a remote one.

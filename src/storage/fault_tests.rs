@@ -132,3 +132,20 @@ async fn latency_uses_tokio_time() {
     f.list("").await.unwrap();
     assert!(start.elapsed() < Duration::from_secs(1));
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_stalled_request_never_answers_until_dropped_and_the_rule_runs_out() {
+    let f = faulty();
+    let s = f.storage();
+    s.create("k", Bytes::from_static(b"x")).await.unwrap();
+    f.stall_next(Op::Read, "k", 1);
+    let stalled = tokio::time::timeout(Duration::from_secs(3600), s.read("k", 0..1)).await;
+    assert!(stalled.is_err(), "a stalled read answered");
+    // Only reads of matching keys, and only as many as asked.
+    assert_eq!(&s.read("k", 0..1).await.unwrap()[..], b"x");
+    f.stall_next(Op::List, "other/", 1);
+    assert_eq!(s.list("").await.unwrap().len(), 1);
+    let stalled = tokio::time::timeout(Duration::from_secs(1), s.list("other/")).await;
+    assert!(stalled.is_err());
+    assert_eq!(f.counts().read.requests, 2);
+}

@@ -22,7 +22,10 @@
 //!
 //! Invariants: no torn object is ever visible under a key (it only appears by
 //! `link` of a complete, synced file); temporary files are never listed;
-//! temporary files of dead processes are removed when a store is opened.
+//! temporary files of dead processes are removed by
+//! [`ObjectStorage::remove_leftovers`], which only a writer calls (a writer's
+//! open, `objwal repair --yes`): opening a store and reading it changes
+//! nothing in the directory (beyond creating the root when it is missing).
 //! Deletes are not fsynced: a delete that an OS crash undoes only brings back
 //! an object that was already obsolete.
 
@@ -44,8 +47,8 @@ use super::{check_range, sort_listing, Created, ObjectMeta, ObjectStorage, Stora
 /// Every temporary file's name starts with this; no key part may.
 pub const TEMP_MARKER: &str = ".objwal-tmp-";
 
-/// A temporary file older than this is removed at open even if its process
-/// seems alive (where liveness cannot be checked, this is the only rule).
+/// A temporary file older than this is removed by a writer's cleanup even if
+/// its process seems alive (where liveness cannot be checked, this is the only rule).
 const STALE_TEMP_AGE: Duration = Duration::from_secs(3600);
 
 /// Numbers temporary files within this process.
@@ -74,8 +77,11 @@ struct Inner {
 }
 
 impl FileStorage {
-    /// Opens (creating it durably when missing) the directory `root` and
-    /// removes temporary files left by processes that no longer run.
+    /// Opens (creating it durably when missing) the directory `root`.
+    /// Nothing in an existing directory is touched: the temporary files of
+    /// processes that no longer run are removed by
+    /// [`remove_leftovers`](ObjectStorage::remove_leftovers), which a
+    /// writer's open calls.
     ///
     /// This does blocking I/O; call it before or outside async code, or
     /// through `spawn_blocking`.
@@ -89,10 +95,6 @@ impl FileStorage {
                 .join(root)
         };
         create_dirs_durably(&root).map_err(|e| io_error(e, None))?;
-        let removed = remove_stale_temp_files(&root).map_err(|e| io_error(e, None))?;
-        if removed > 0 {
-            tracing::info!(root = %root.display(), removed, "removed leftover temporary files");
-        }
         Ok(FileStorage {
             inner: Arc::new(Inner {
                 root,
@@ -338,6 +340,21 @@ impl Inner {
         Ok(sort_listing(out))
     }
 
+    /// Removes the temporary files of dead processes in the directory
+    /// `prefix` names (up to its last `/`) and below it.
+    fn remove_leftovers(&self, prefix: &str) -> Result<(), StorageError> {
+        let dir_part = prefix.rfind('/').map_or("", |i| &prefix[..i]);
+        if !dir_part.is_empty() {
+            validate_key(dir_part)?;
+        }
+        let dir = self.root.join(dir_part);
+        let removed = remove_stale_temp_files(&dir).map_err(|e| io_error(e, Some(prefix)))?;
+        if removed > 0 {
+            tracing::info!(dir = %dir.display(), removed, "removed leftover temporary files");
+        }
+        Ok(())
+    }
+
     fn delete(&self, key: &str) -> Result<(), StorageError> {
         let path = self.path(key)?;
         match fs::remove_file(&path) {
@@ -373,6 +390,12 @@ impl ObjectStorage for FileStorage {
 
     fn charges_per_request(&self) -> bool {
         false
+    }
+
+    async fn remove_leftovers(&self, prefix: &str) -> Result<(), StorageError> {
+        let p = prefix.to_owned();
+        self.blocking(prefix, move |inner| inner.remove_leftovers(&p))
+            .await
     }
 }
 
@@ -450,8 +473,9 @@ fn create_dirs_durably(dir: &Path) -> io::Result<()> {
     Ok(())
 }
 
-/// Removes, under `root`, the temporary files of processes that no longer
-/// run (or that are older than [`STALE_TEMP_AGE`]). Returns how many.
+/// Removes, under `root` (absent: nothing to do), the temporary files of
+/// processes that no longer run (or that are older than
+/// [`STALE_TEMP_AGE`]). Returns how many.
 pub(crate) fn remove_stale_temp_files(root: &Path) -> io::Result<usize> {
     let mut removed = 0;
     let mut stack = vec![root.to_path_buf()];

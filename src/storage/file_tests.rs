@@ -2,8 +2,12 @@
 
 use super::*;
 
-#[test]
-fn open_removes_temp_files_of_dead_processes_only() {
+/// Issue 18, item 9: opening a store (as every read-only tool does) left
+/// it changed: the open removed other processes' temporary files. Now the
+/// open touches nothing, and only `remove_leftovers` (a writer's open)
+/// removes the temporary files of dead processes, never a live one's.
+#[tokio::test]
+async fn opening_a_store_removes_nothing_and_only_a_writers_cleanup_does() {
     let dir = tempfile::tempdir().unwrap();
     let sub = dir.path().join("p/objects");
     fs::create_dir_all(&sub).unwrap();
@@ -11,14 +15,36 @@ fn open_removes_temp_files_of_dead_processes_only() {
     let dead = sub.join(format!("{TEMP_MARKER}4000000000-7"));
     let ours = sub.join(format!("{TEMP_MARKER}{}-999999", std::process::id()));
     let junk = sub.join(format!("{TEMP_MARKER}garbage"));
-    for p in [&dead, &ours, &junk] {
+    let elsewhere = dir
+        .path()
+        .join(format!("q/objects/{TEMP_MARKER}4000000000-8"));
+    fs::create_dir_all(elsewhere.parent().unwrap()).unwrap();
+    for p in [&dead, &ours, &junk, &elsewhere] {
         fs::write(p, b"partial").unwrap();
     }
     fs::write(sub.join("keep"), b"object").unwrap();
     let s = FileStorage::open(dir.path()).unwrap();
+    assert!(
+        dead.exists() && junk.exists() && ours.exists() && elsewhere.exists(),
+        "opening removed a file"
+    );
+    // Reading removes nothing either.
+    s.list("").await.unwrap();
+    s.read("p/objects/keep", 0..6).await.unwrap();
+    assert!(dead.exists() && junk.exists());
+
+    s.remove_leftovers("p/").await.unwrap();
     assert!(!dead.exists() && !junk.exists());
     assert!(ours.exists(), "a live process's temp file must stay");
+    assert!(
+        elsewhere.exists(),
+        "another prefix's files are its writer's"
+    );
     assert!(sub.join("keep").exists());
+    s.remove_leftovers("").await.unwrap();
+    assert!(!elsewhere.exists() && ours.exists());
+    // A prefix with no directory yet has nothing to remove.
+    s.remove_leftovers("nothing/here/").await.unwrap();
     // The live one is still never listed.
     let keys: Vec<_> = s
         .inner

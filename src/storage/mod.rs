@@ -11,6 +11,12 @@
 //!   most one returns [`Created::New`] and the first bytes stay.
 //! - `list` returns keys in ascending byte order, with their sizes.
 //! - `delete` of a missing key is `Ok`.
+//!
+//! [`Storage`] enforces at its boundary, for every backend including outside
+//! ones, what a backend might get wrong without noticing: listings are
+//! sorted, and a read returns exactly the bytes of the range asked for (S3:
+//! an answer of another length is a transient error, never bytes handed on;
+//! a short answer decoded as an object would look like damage).
 
 use std::fmt;
 use std::ops::Range;
@@ -200,6 +206,20 @@ pub trait ObjectStorage: Send + Sync + fmt::Debug + 'static {
     fn charges_per_request(&self) -> bool {
         true
     }
+
+    /// Removes what a crashed writer of this backend left under `prefix`
+    /// that is not an object (the local directory's temporary files of
+    /// processes that no longer run), so that it does not accumulate.
+    ///
+    /// Only a writer calls it: [`Wal::open`](crate::Wal::open), before it
+    /// creates anything, and `objwal repair --yes`. Readers
+    /// ([`WalReader`](crate::WalReader)) and the read-only tools never do,
+    /// so they create, delete and rename nothing. Defaults to nothing to
+    /// remove; a wrapper around another backend should pass it on.
+    async fn remove_leftovers(&self, prefix: &str) -> Result<(), StorageError> {
+        let _ = prefix;
+        Ok(())
+    }
 }
 
 /// A cheap-to-clone handle to any [`ObjectStorage`] backend.
@@ -235,7 +255,16 @@ impl ObjectStorage for Storage {
     }
 
     async fn read(&self, key: &str, range: Range<u64>) -> Result<Bytes, StorageError> {
-        self.inner.read(key, range).await
+        if range.start > range.end {
+            return Err(StorageError::permanent(format!(
+                "the range {}..{} is reversed",
+                range.start, range.end
+            ))
+            .with_key(key));
+        }
+        let asked = range.clone();
+        let data = self.inner.read(key, range).await?;
+        exact(key, &asked, data)
     }
 
     async fn list(&self, prefix: &str) -> Result<Vec<ObjectMeta>, StorageError> {
@@ -251,6 +280,31 @@ impl ObjectStorage for Storage {
     fn charges_per_request(&self) -> bool {
         self.inner.charges_per_request()
     }
+
+    async fn remove_leftovers(&self, prefix: &str) -> Result<(), StorageError> {
+        self.inner.remove_leftovers(prefix).await
+    }
+}
+
+/// Invariant S3 at the [`Storage`] boundary: a read answers exactly the
+/// bytes of the (not reversed) range `asked`. Any other length is a
+/// transient error: every range objwal asks for lies within an object of
+/// the size its listing gave, and objects never change, so an answer of
+/// another length is a transfer gone wrong (or a backend's bug), which a
+/// repeated read may not repeat. Handed on, a short answer would decode as
+/// a damaged object.
+fn exact(key: &str, asked: &Range<u64>, data: Bytes) -> Result<Bytes, StorageError> {
+    let want = asked.end - asked.start;
+    if data.len() as u64 == want {
+        return Ok(data);
+    }
+    Err(StorageError::transient(format!(
+        "a read of {}..{} answered {} bytes instead of {want}",
+        asked.start,
+        asked.end,
+        data.len()
+    ))
+    .with_key(key))
 }
 
 /// Sorts a listing by key: the one place listings are put in the order the

@@ -15,6 +15,15 @@
 //!   for a durable local directory.
 //! - `get_range` cuts a range running past the end short and returns `Ok`:
 //!   the returned length is checked, so such a read is an error here.
+//! - **object_store parses every listed key as a `Path`**, which refuses
+//!   keys with an empty or `.`/`..` part (`p/objects//stray`, legal in S3,
+//!   written by another tool), and one such key fails the whole page of the
+//!   listing, and the listing. A store wrapped with
+//!   [`ObjectStoreStorage::paginated`] (`s3://` URLs are) lists page by page
+//!   from an offset and lists past such a key: the error names it, a
+//!   search with smaller pages recovers the keys before it, and the listing
+//!   goes on after it (ignored, with a warning). A plain `Arc<dyn
+//!   ObjectStore>` cannot: its listing fails naming the key.
 //!
 //! Error mapping: `AlreadyExists`/`Precondition` on create are
 //! [`Created::AlreadyExists`]; `NotFound` is not-found (and `Ok` for a
@@ -25,6 +34,7 @@ use std::error::Error as StdError;
 use std::ops::Range;
 use std::sync::Arc;
 
+use ::object_store::list::{PaginatedListOptions, PaginatedListStore};
 use ::object_store::path::Path;
 use ::object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload};
 use bytes::Bytes;
@@ -34,15 +44,40 @@ use super::{check_range, sort_listing, Created, ObjectMeta, ObjectStorage, Stora
 use super::{StorageError, StorageErrorKind};
 
 /// An [`ObjectStorage`] backed by an `object_store::ObjectStore`.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct ObjectStoreStorage {
     store: Arc<dyn ObjectStore>,
+    /// The same store's paginated listing, when it has one: listings then
+    /// go past keys object_store cannot parse.
+    pages: Option<Arc<dyn PaginatedListStore>>,
+}
+
+impl std::fmt::Debug for ObjectStoreStorage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ObjectStoreStorage")
+            .field("store", &self.store)
+            .field("paginated", &self.pages.is_some())
+            .finish()
+    }
 }
 
 impl ObjectStoreStorage {
-    /// Wraps a store.
+    /// Wraps a store. Its listings fail on a key object_store cannot
+    /// parse (an empty or `.`/`..` part); see [`paginated`](Self::paginated).
     pub fn new(store: Arc<dyn ObjectStore>) -> Self {
-        ObjectStoreStorage { store }
+        ObjectStoreStorage { store, pages: None }
+    }
+
+    /// Wraps a store that also lists page by page from an offset (S3 and
+    /// GCS do: `AmazonS3`, `GoogleCloudStorage`), so that its listings go
+    /// past keys object_store cannot parse, ignoring them with a warning.
+    /// The store must honour `PaginatedListOptions::offset` (a listing
+    /// that does not is refused rather than looped over).
+    pub fn paginated<S: ObjectStore + PaginatedListStore>(store: Arc<S>) -> Self {
+        ObjectStoreStorage {
+            store: store.clone(),
+            pages: Some(store),
+        }
     }
 }
 
@@ -56,6 +91,17 @@ impl Storage {
     /// caller's read-back decides. See [`ObjectStoreStorage`].
     pub fn from_object_store(store: Arc<dyn ObjectStore>) -> Storage {
         Storage::new(ObjectStoreStorage::new(store))
+    }
+
+    /// A storage handle over an `object_store` store that lists page by
+    /// page from an offset (S3, GCS; feature `object_store`): as
+    /// [`from_object_store`](Self::from_object_store), and its listings go
+    /// past keys object_store cannot parse (`p/objects//stray`), ignored
+    /// with a warning. See [`ObjectStoreStorage::paginated`].
+    pub fn from_paginated_object_store<S: ObjectStore + PaginatedListStore>(
+        store: Arc<S>,
+    ) -> Storage {
+        Storage::new(ObjectStoreStorage::paginated(store))
     }
 }
 
@@ -171,6 +217,9 @@ impl ObjectStorage for ObjectStoreStorage {
     }
 
     async fn list(&self, prefix: &str) -> Result<Vec<ObjectMeta>, StorageError> {
+        if let Some(pages) = &self.pages {
+            return list_past_unparseable(pages.as_ref(), prefix).await;
+        }
         // object_store lists by whole path segments: list the segment the
         // prefix surely lies in, filter by the whole prefix.
         let dir = prefix.rfind('/').map_or("", |i| &prefix[..i]);
@@ -184,7 +233,16 @@ impl ObjectStorage for ObjectStoreStorage {
             .list(dir_path.as_ref())
             .try_collect()
             .await
-            .map_err(|e| not_found_is_permanent(e, prefix))?;
+            .map_err(|e| match unparseable(&e) {
+                Some(key) => StorageError::permanent(format!(
+                    "the listing holds the key {key:?}, which object_store cannot name (an \
+                     empty or '.' part); delete it, or wrap the store with \
+                     Storage::from_paginated_object_store to list past it"
+                ))
+                .with_key(prefix)
+                .with_source(e),
+                None => not_found_is_permanent(e, prefix),
+            })?;
         let objects = listed
             .into_iter()
             .filter(|m| m.location.as_ref().starts_with(prefix))
@@ -205,6 +263,145 @@ impl ObjectStorage for ObjectStoreStorage {
     }
 }
 
+/// The key a listing page failed on because object_store cannot parse it
+/// as a `Path` (an empty, `.` or `..` part).
+fn unparseable(e: &::object_store::Error) -> Option<String> {
+    use ::object_store::path::Error as P;
+    match e {
+        ::object_store::Error::InvalidPath {
+            source: P::EmptySegment { path } | P::BadSegment { path, .. },
+        } => Some(path.clone()),
+        _ => None,
+    }
+}
+
+/// Lists every key under `prefix` page by page, each page from the last
+/// key listed (`start-after`), going past keys object_store cannot parse.
+///
+/// A page holding such a key fails whole, naming the key. The keys before
+/// it in that page are recovered with smaller pages from the same offset
+/// (the largest page that parses ends just before it: found by doubling,
+/// then halving, about 2 log2 of its position requests), the key is
+/// skipped with a warning, and the listing goes on after it. Keys are
+/// compared as raw strings, so the offset can be a key object_store could
+/// not name.
+async fn list_past_unparseable(
+    pages: &dyn PaginatedListStore,
+    prefix: &str,
+) -> Result<Vec<ObjectMeta>, StorageError> {
+    let mut out = Vec::new();
+    let mut after: Option<String> = None;
+    loop {
+        match page(pages, prefix, after.as_deref(), None).await? {
+            Page::Listed { objects, more } => {
+                let Some(last) = objects.last() else { break };
+                after = Some(last.key.clone());
+                out.extend(objects);
+                if !more {
+                    break;
+                }
+            }
+            Page::Unparseable(bad) => {
+                out.extend(before_unparseable(pages, prefix, after.as_deref()).await?);
+                tracing::warn!(key = %bad, prefix,
+                    "ignoring a key object_store cannot name (an empty or '.' part)");
+                after = Some(bad);
+            }
+        }
+    }
+    // A key deleted while the search looked for it leaves keys listed twice.
+    let mut out = sort_listing(out);
+    out.dedup_by(|a, b| a.key == b.key);
+    Ok(out)
+}
+
+/// One page of a listing.
+enum Page {
+    /// The page's keys (each after the offset) and whether more follow.
+    Listed {
+        objects: Vec<ObjectMeta>,
+        more: bool,
+    },
+    /// The page holds a key object_store cannot parse (the first one).
+    Unparseable(String),
+}
+
+/// The page of up to `max_keys` keys under `prefix` after `after`.
+async fn page(
+    pages: &dyn PaginatedListStore,
+    prefix: &str,
+    after: Option<&str>,
+    max_keys: Option<usize>,
+) -> Result<Page, StorageError> {
+    let options = PaginatedListOptions {
+        offset: after.map(str::to_owned),
+        max_keys,
+        ..PaginatedListOptions::default()
+    };
+    let listed = match pages.list_paginated(Some(prefix), options).await {
+        Ok(listed) => listed,
+        Err(e) => {
+            return match unparseable(&e) {
+                Some(bad) => Ok(Page::Unparseable(bad)),
+                None => Err(not_found_is_permanent(e, prefix)),
+            }
+        }
+    };
+    let mut objects = Vec::with_capacity(listed.result.objects.len());
+    for m in listed.result.objects {
+        let key = m.location.to_string();
+        if after.is_some_and(|a| key.as_str() <= a) {
+            return Err(StorageError::permanent(format!(
+                "the store listed {key:?}, not after the offset {after:?}: it does not honour \
+                 list offsets; wrap it with Storage::from_object_store instead"
+            ))
+            .with_key(prefix));
+        }
+        if key.starts_with(prefix) {
+            objects.push(ObjectMeta { key, size: m.size });
+        }
+    }
+    Ok(Page::Listed {
+        objects,
+        more: listed.page_token.is_some(),
+    })
+}
+
+/// The keys under `prefix` after `after` and before the first key
+/// object_store cannot parse there: the largest page from `after` that
+/// parses.
+async fn before_unparseable(
+    pages: &dyn PaginatedListStore,
+    prefix: &str,
+    after: Option<&str>,
+) -> Result<Vec<ObjectMeta>, StorageError> {
+    // `good` keys are known to parse (with their page); a page of `bad`
+    // keys is known to fail.
+    let (mut good, mut best) = (0usize, Vec::new());
+    let mut bad = 1usize;
+    loop {
+        match page(pages, prefix, after, Some(bad)).await? {
+            Page::Unparseable(_) => break,
+            Page::Listed { objects, more } => {
+                if !more || objects.len() < bad {
+                    // The key is gone (deleted meanwhile): all is listed.
+                    return Ok(objects);
+                }
+                (good, best) = (bad, objects);
+                bad = bad.saturating_mul(2);
+            }
+        }
+    }
+    while bad - good > 1 {
+        let mid = good + (bad - good) / 2;
+        match page(pages, prefix, after, Some(mid)).await? {
+            Page::Unparseable(_) => bad = mid,
+            Page::Listed { objects, .. } => (good, best) = (mid, objects),
+        }
+    }
+    Ok(best)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -218,6 +415,92 @@ mod tests {
             store: "S3",
             source: Box::new(Msg(msg)),
         }
+    }
+
+    /// A paginated store with pages of `page` keys that, as object_store's
+    /// S3 client does, fails a whole page holding a key `Path` refuses.
+    #[derive(Debug)]
+    struct Pages {
+        keys: Vec<String>,
+        page: usize,
+    }
+
+    #[async_trait::async_trait]
+    impl PaginatedListStore for Pages {
+        async fn list_paginated(
+            &self,
+            prefix: Option<&str>,
+            options: PaginatedListOptions,
+        ) -> ::object_store::Result<::object_store::list::PaginatedListResult> {
+            let prefix = prefix.unwrap_or("");
+            let offset = options.offset.unwrap_or_default();
+            let after: Vec<&String> = self
+                .keys
+                .iter()
+                .filter(|k| k.starts_with(prefix) && k.as_str() > offset.as_str())
+                .collect();
+            let n = options.max_keys.unwrap_or(self.page).min(self.page);
+            let mut objects = Vec::new();
+            for key in after.iter().take(n) {
+                objects.push(::object_store::ObjectMeta {
+                    location: Path::parse(key.as_str())?,
+                    last_modified: Default::default(),
+                    size: key.len() as u64,
+                    e_tag: None,
+                    version: None,
+                });
+            }
+            Ok(::object_store::list::PaginatedListResult {
+                result: ::object_store::ListResult {
+                    common_prefixes: Vec::new(),
+                    objects,
+                    extensions: Default::default(),
+                },
+                page_token: (after.len() > n).then(|| "more".to_owned()),
+            })
+        }
+    }
+
+    /// Issue 18, item 12: one key object_store cannot parse failed the
+    /// whole listing. A paginated listing goes past it, keeping every key
+    /// of the page it was in, on either side of it.
+    #[tokio::test]
+    async fn a_listing_goes_past_keys_object_store_cannot_name() {
+        let mut keys: Vec<String> = [
+            "p/./x", "p//y", "p/0", "p/1", "p/2", "p/2/./z", "p/3", "p/4", "p/5", "p/6", "p/6/..",
+            "p/7", "q/0",
+        ]
+        .iter()
+        .map(|k| (*k).to_owned())
+        .collect();
+        keys.sort();
+        for page in [1, 2, 3, 4, 100] {
+            let pages = Pages {
+                keys: keys.clone(),
+                page,
+            };
+            let listed = list_past_unparseable(&pages, "p/").await.unwrap();
+            let got: Vec<&str> = listed.iter().map(|m| m.key.as_str()).collect();
+            assert_eq!(
+                got,
+                ["p/0", "p/1", "p/2", "p/3", "p/4", "p/5", "p/6", "p/7"],
+                "pages of {page}"
+            );
+            assert!(listed.iter().all(|m| m.size == 3));
+        }
+        // Nothing but strays, and nothing at all.
+        let pages = Pages {
+            keys: vec!["p//a".into(), "p/./b".into()],
+            page: 2,
+        };
+        assert!(list_past_unparseable(&pages, "p/")
+            .await
+            .unwrap()
+            .is_empty());
+        assert!(list_past_unparseable(&pages, "r/")
+            .await
+            .unwrap()
+            .is_empty());
     }
 
     #[test]

@@ -18,6 +18,9 @@
 //!   local directory instead.
 //! - A read whose range ends past the object is an error: the returned length
 //!   is checked against the requested one.
+//! - Keys with an empty or `.`/`..` part (`p/objects//stray`, legal in S3,
+//!   written by another tool) are left out of listings with a warning, as
+//!   the object_store adapter does: no objwal key is named so.
 //!
 //! Error mapping: `ConditionNotMatch`/`AlreadyExists` on create are
 //! [`Created::AlreadyExists`]; `NotFound` is not-found; `RateLimited`,
@@ -141,6 +144,17 @@ impl ObjectStorage for OpendalStorage {
         let objects = entries
             .into_iter()
             .filter(|e| e.metadata().is_file() && e.path().starts_with(prefix))
+            .filter(|e| {
+                let ok = nameable(e.path());
+                if !ok {
+                    tracing::warn!(
+                        key = e.path(),
+                        prefix,
+                        "ignoring a key with an empty or '.' part (written by another tool)"
+                    );
+                }
+                ok
+            })
             .map(|e| ObjectMeta {
                 size: e.metadata().content_length(),
                 key: e.path().to_owned(),
@@ -158,6 +172,16 @@ impl ObjectStorage for OpendalStorage {
     }
 }
 
+/// Whether `key` could be an object key of objwal's: no empty, `.` or `..`
+/// part (a trailing `/`, as of a folder marker, aside). Other tools may
+/// write such keys into a bucket (S3 allows any string); nothing objwal
+/// writes or reads is named so, and the object_store adapter cannot even
+/// name them, so both adapters list past them.
+fn nameable(key: &str) -> bool {
+    let key = key.strip_suffix('/').unwrap_or(key);
+    !key.split('/').any(|part| matches!(part, "" | "." | ".."))
+}
+
 /// The error of a range the object does not cover (a permanent one: it is
 /// the caller's mistake, repeating will not help).
 fn past_end(key: &str, range: &Range<u64>, e: ::opendal::Error) -> StorageError {
@@ -172,6 +196,23 @@ fn past_end(key: &str, range: &Range<u64>, e: ::opendal::Error) -> StorageError 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn keys_with_an_empty_or_dot_part_are_not_nameable() {
+        for key in ["p/objects/1.wal", "p/objects/", "a", "p/.hidden/x"] {
+            assert!(nameable(key), "{key}");
+        }
+        for key in [
+            "p/objects//x",
+            "p/./x",
+            "p/../x",
+            "/p",
+            "p//",
+            "p/objects/..",
+        ] {
+            assert!(!nameable(key), "{key}");
+        }
+    }
 
     #[test]
     fn errors_map_to_kinds() {

@@ -65,6 +65,10 @@ impl ObjectStorage for Rooted {
     fn charges_per_request(&self) -> bool {
         self.inner.charges_per_request()
     }
+
+    async fn remove_leftovers(&self, prefix: &str) -> Result<(), StorageError> {
+        self.inner.remove_leftovers(&self.full(prefix)).await
+    }
 }
 
 #[cfg(test)]

@@ -64,6 +64,11 @@ impl ObjectStorage for Timed {
     fn charges_per_request(&self) -> bool {
         self.inner.charges_per_request()
     }
+
+    async fn remove_leftovers(&self, prefix: &str) -> Result<(), StorageError> {
+        self.within("cleanup", prefix, self.inner.remove_leftovers(prefix))
+            .await
+    }
 }
 
 impl Storage {

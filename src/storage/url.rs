@@ -91,8 +91,10 @@ impl Storage {
     /// `gs://bucket[/root]`, `azblob://container[/root]?account=..`. Cloud
     /// URLs take their credentials from the provider's standard chain.
     ///
-    /// A `file://` URL creates the directory and cleans temporary files with
-    /// blocking I/O.
+    /// A `file://` URL creates the directory when it is missing, with
+    /// blocking I/O; nothing in an existing directory is touched (a
+    /// writer's open removes what crashed writers left:
+    /// [`ObjectStorage::remove_leftovers`](super::ObjectStorage::remove_leftovers)).
     ///
     /// ```
     /// use objwal::Storage;

@@ -288,7 +288,10 @@ fn s3_object_store(url: &str, u: &CloudUrl, options: &Options) -> Result<Storage
         })
         .build()
         .map_err(|e| invalid(url, &e.to_string()))?;
-    Ok(Storage::from_object_store(std::sync::Arc::new(store)))
+    // Paginated: listings go past keys object_store cannot parse.
+    Ok(Storage::from_paginated_object_store(std::sync::Arc::new(
+        store,
+    )))
 }
 
 /// `s3://` through opendal: its own loader (the `AWS_*` variables,

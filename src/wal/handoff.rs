@@ -14,13 +14,19 @@
 //! this log held before; the watermark of R here is raised to the floor
 //! (so copies of an earlier, failed import are hidden, and the next
 //! sequence lies above the floor: one marker, see `reach.rs`); entries are
-//! appended in their order, in appends of up to `max_batch_bytes`; the call
-//! returns once all of them are durable and indexed, in both ack modes.
+//! appended in their order, in appends that each fit one object (their
+//! framed size, payloads plus [`ENTRY_OVERHEAD`] each and the region's
+//! footer entry, within `max_batch_bytes`, and at most [`MAX_POSITION`]
+//! entries: the positions of one object), or of one entry larger than
+//! that; the call returns once all of them are durable and indexed, in both
+//! ack modes.
 
 use futures::StreamExt;
 
+use bytes::Bytes;
+
 use crate::error::Error;
-use crate::format::RELEASE_REGION;
+use crate::format::{ENTRY_OVERHEAD, FOOTER_ENTRY_LEN, MAX_POSITION, RELEASE_REGION};
 use crate::{EntryId, RegionId};
 
 use super::{Wal, WalReader};
@@ -86,16 +92,12 @@ impl Wal {
             entries: 0,
         };
         let mut entries = Box::pin(from_log.read(region, from));
-        let mut chunk = Vec::new();
-        let mut bytes = 0u64;
+        let mut chunk = Chunk::new(region, self.handle.batch_bytes);
         loop {
             let next = entries.next().await.transpose()?;
-            let full = next.as_ref().is_some_and(|e| {
-                !chunk.is_empty() && bytes + e.data.len() as u64 > self.handle.batch_bytes
-            });
+            let full = next.as_ref().is_some_and(|e| !chunk.takes(&e.data));
             if full || (next.is_none() && !chunk.is_empty()) {
-                let ids = self.append(std::mem::take(&mut chunk)).await?;
-                bytes = 0;
+                let ids = self.append(chunk.take()).await?;
                 if imported.first_id == 0 {
                     imported.first_id = ids.first().copied().unwrap_or(0);
                 }
@@ -103,8 +105,7 @@ impl Wal {
                 imported.entries += ids.len() as u64;
             }
             let Some(entry) = next else { break };
-            bytes += entry.data.len() as u64;
-            chunk.push((region, entry.data));
+            chunk.push(entry.data);
         }
         if imported.entries > 0 {
             self.wait_durable(region, imported.last_id).await?;
@@ -120,10 +121,101 @@ impl Wal {
     }
 }
 
+/// One append of an import: entries of one region that fit one object.
+///
+/// An append is admitted whole into one batch, so it must fit an object:
+/// its positions (one per entry, at most [`MAX_POSITION`] per region and
+/// object, or the append is refused) and its framed size (what
+/// `max_batch_bytes` bounds: each entry's payload plus [`ENTRY_OVERHEAD`],
+/// plus the region's footer entry). Counting payload bytes alone let a
+/// region of small entries make an append of more entries than an object
+/// has positions, refused on every retry.
+struct Chunk {
+    region: RegionId,
+    limit: u64,
+    entries: Vec<(RegionId, Bytes)>,
+    framed: u64,
+}
+
+impl Chunk {
+    fn new(region: RegionId, limit: u64) -> Self {
+        Chunk {
+            region,
+            limit,
+            entries: Vec::new(),
+            framed: FOOTER_ENTRY_LEN as u64,
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// Whether an entry of `data` joins this append (an empty one takes
+    /// any entry: an entry larger than an object goes alone).
+    fn takes(&self, data: &Bytes) -> bool {
+        self.entries.is_empty()
+            || ((self.entries.len() as u64) < MAX_POSITION
+                && self.framed + framed(data) <= self.limit)
+    }
+
+    fn push(&mut self, data: Bytes) {
+        self.framed += framed(&data);
+        self.entries.push((self.region, data));
+    }
+
+    /// The entries, leaving the chunk empty.
+    fn take(&mut self) -> Vec<(RegionId, Bytes)> {
+        self.framed = FOOTER_ENTRY_LEN as u64;
+        std::mem::take(&mut self.entries)
+    }
+}
+
+/// The bytes an entry of `data` takes in a segment.
+fn framed(data: &Bytes) -> u64 {
+    data.len() as u64 + ENTRY_OVERHEAD as u64
+}
+
 impl WalReader {
     /// Through which id an indexed release record released `region` (0
     /// when none did).
     pub fn released_through(&self, region: RegionId) -> EntryId {
         self.catalog.released().get(&region).copied().unwrap_or(0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 18, item 6: an append of an import fits one object by
+    /// positions even when `max_batch_bytes` would hold more entries, and
+    /// by framed size (payload plus framing), not payload alone.
+    #[test]
+    fn a_chunk_fits_one_object_by_positions_and_by_framed_size() {
+        let tiny = Bytes::from_static(b"12345678");
+        let mut chunk = Chunk::new(7, crate::config::MAX_BATCH_BYTES_LIMIT);
+        for _ in 0..MAX_POSITION {
+            assert!(chunk.takes(&tiny));
+            chunk.push(tiny.clone());
+        }
+        assert!(!chunk.takes(&tiny), "past the positions of one object");
+        assert_eq!(chunk.take().len() as u64, MAX_POSITION);
+        assert!(chunk.is_empty() && chunk.takes(&tiny));
+
+        // 1 KiB holds (1024 - 48) / 20 = 48 framed 8-byte entries, not 128.
+        let mut chunk = Chunk::new(7, 1024);
+        let mut n = 0;
+        while chunk.takes(&tiny) {
+            chunk.push(tiny.clone());
+            n += 1;
+        }
+        assert_eq!(n, (1024 - FOOTER_ENTRY_LEN) / (8 + ENTRY_OVERHEAD));
+        // An entry larger than an object goes alone.
+        let huge = Bytes::from(vec![0u8; 4096]);
+        let mut chunk = Chunk::new(7, 1024);
+        assert!(chunk.takes(&huge));
+        chunk.push(huge.clone());
+        assert!(!chunk.takes(&tiny));
     }
 }

@@ -189,10 +189,19 @@ impl Wal {
     /// Opens the log under `prefix`: recovers its history from the objects'
     /// tails, claims the prefix with a start object of a new epoch, and
     /// starts the actor. Must be called inside a tokio runtime.
+    ///
+    /// Before it creates anything it asks the backend to remove what
+    /// crashed writers left under the prefix
+    /// ([`ObjectStorage::remove_leftovers`](crate::ObjectStorage::remove_leftovers):
+    /// a local directory's temporary files of dead processes); a failure to
+    /// do so is logged, not fatal. [`WalReader::open`] never does.
     pub async fn open(storage: Storage, prefix: &str, config: Config) -> Result<Wal, Error> {
         config.validate()?;
         let prefix = Prefix::new(prefix)?;
         let span = tracing::info_span!("open", prefix = %prefix);
+        remove_leftovers(&storage, &prefix)
+            .instrument(span.clone())
+            .await;
         Self::open_in(storage, prefix, config)
             .instrument(span)
             .await
@@ -503,6 +512,16 @@ impl SegmentSource for ActorSource {
     }
 }
 
+/// What a writer does before its open creates anything: has the backend
+/// remove what crashed writers left under `prefix` (not objects: a local
+/// directory's temporary files). Housekeeping, so a failure is a warning.
+async fn remove_leftovers(storage: &Storage, prefix: &Prefix) {
+    use crate::storage::ObjectStorage as _;
+    if let Err(error) = storage.remove_leftovers(&format!("{prefix}/")).await {
+        tracing::warn!(%error, "could not remove what crashed writers left; going on");
+    }
+}
+
 /// Sends a request to the actor and waits for its answer; a gone actor
 /// means a stopped store, or one whose actor died.
 async fn ask<T>(
@@ -535,10 +554,29 @@ impl std::fmt::Debug for WalReader {
 }
 
 impl WalReader {
-    /// Recovers the catalog of `prefix` as it is now.
+    /// Recovers the catalog of `prefix` as it is now, writing nothing.
+    ///
+    /// `config` is validated whole, as for [`Wal::open`]; the settings that
+    /// concern reading take effect, for the open and for every later read
+    /// of this reader (and of an [`import_region`](Wal::import_region) that
+    /// uses it as its source):
+    ///
+    /// | setting | effect on a reader |
+    /// | --- | --- |
+    /// | `request_timeout` | every storage request that does not answer in time fails with a retryable error |
+    /// | `recovery_concurrency` | tails read at once by this open |
+    /// | `on_damaged_object` | whether a damaged object fails this open or is left out as holes |
+    /// | `on_corrupted_segment` | whether a read skips a corrupted segment (a hole) or fails |
+    /// | `replay_concurrency`, `replay_buffer_bytes` | reads in flight and bytes held by `read` and `replay` |
+    ///
+    /// The other settings govern writing (batching, acknowledgement,
+    /// creates, their retries, collection, flush requests) and do not apply
+    /// to a reader, which writes nothing and retries nothing: a failed
+    /// request is returned to the caller, who may repeat the call.
     pub async fn open(storage: Storage, prefix: &str, config: Config) -> Result<WalReader, Error> {
         config.validate()?;
         let prefix = Prefix::new(prefix)?;
+        let storage = storage.with_request_timeout(config.request_timeout);
         let recovered = recovery::recover_with(&storage, &prefix, &config).await?;
         let metrics = StoreMetrics::new(prefix.as_str());
         recovered.damage.set_gauges(&metrics);

@@ -20,10 +20,10 @@ use crate::catalog::chain::{ObjectSummary, Selection};
 use crate::catalog::{Catalog, IndexedObject};
 use crate::error::Error;
 use crate::format::{self, Header, Link, SegmentIndex, TailDecode};
-use crate::storage::{ObjectStorage, Storage};
+use crate::storage::{ObjectStorage, Storage, StorageError};
 
 use super::damage::{Damage, DamagedObject, UnreplayedObject};
-use super::recovery::{check_plausible, read_tail, RecoveredObject, TailWindow, TAIL_WINDOW};
+use super::recovery::{check_plausible, read_tail_sized, RecoveredObject, TailWindow, TAIL_WINDOW};
 
 /// One listed object, as recovery found it.
 #[derive(Debug)]
@@ -50,9 +50,40 @@ pub(crate) struct Damaged {
     pub(crate) segments: Option<Vec<SegmentIndex>>,
 }
 
+/// Looks an object recovery takes before it gives up on settling a
+/// verdict: a failure is believed (damage) only when two looks fail the
+/// same way, so one read gone wrong in transit never is.
+const LOOKS: usize = 3;
+
+/// What one look at an object's tail found.
+enum Look {
+    Intact(RecoveredObject),
+    /// Collected after the listing.
+    Gone,
+    /// It failed in a way its bytes decide: a tail that does not decode
+    /// (`misplaced: false`), or a tail that decodes but is implausible or
+    /// names another sequence (`misplaced: true`: nothing in it is trusted).
+    Damaged {
+        error: Error,
+        misplaced: bool,
+    },
+    /// The request failed.
+    Failed(Error),
+}
+
 /// Reads the tail of the object at `key` (with the open's learned
 /// `window`) and classifies it; `None` when it is gone (collected after the
 /// listing).
+///
+/// An object is damaged only when a second look fails the same way (the
+/// same ranges read, the same failure): one read corrupted in transit,
+/// followed by a read that decodes, is an intact object. A decode failure
+/// no second look confirms within [`LOOKS`] is a retryable error: recovery
+/// neither trusts the object nor calls it damaged (under
+/// `on_damaged_object = "quarantine"` damage means holes and, once the
+/// boundary passes it, deletion). A failed request (an answer cut short is
+/// one: `Storage::read` refuses it) is returned as it is, retryable when it
+/// is: it says nothing of the object, and the caller repeats the open.
 pub(crate) async fn examine(
     storage: &Storage,
     key: &str,
@@ -60,45 +91,94 @@ pub(crate) async fn examine(
     sequence: u64,
     window: &TailWindow,
 ) -> Result<Option<Examined>, Error> {
-    let error = match read_tail(storage, key, size, window).await {
-        Ok(object) => {
-            let header = object.tail.header();
-            let problem = check_plausible(key, header).err().or_else(|| {
-                (header.sequence != sequence).then(|| {
-                    Error::recovery(format!(
-                        "object {key} holds sequence {}, not the sequence of its key",
-                        header.sequence
-                    ))
-                })
-            });
-            match problem {
-                None => return Ok(Some(Examined::Intact(object))),
-                // A misplaced or implausible object: nothing in it is trusted.
-                Some(error) => {
-                    return Ok(Some(Examined::Damaged(Damaged {
-                        key: key.to_owned(),
-                        size,
-                        error,
-                        quarantined: false,
-                        header: None,
-                        segments: None,
-                    })))
+    // Every look reads the same ranges: the same bytes fail the same way.
+    let window_len = size.min(window.len());
+    let mut failures: Vec<String> = Vec::new();
+    let mut last: Option<Error> = None;
+    for look in 1..=LOOKS {
+        let (error, misplaced) =
+            match look_once(storage, key, size, sequence, window_len, window).await {
+                Look::Intact(object) => {
+                    if let Some(error) = &last {
+                        tracing::warn!(key, look, %error,
+                        "an object's tail failed a read, then read intact: a read gone wrong \
+                         in transit, not damage");
+                    }
+                    return Ok(Some(Examined::Intact(object)));
                 }
+                Look::Gone => return Ok(None),
+                // A failed request says nothing of the bytes: the caller
+                // repeats the open (retries stay in one place).
+                Look::Failed(e) => return Err(e),
+                Look::Damaged { error, misplaced } => (error, misplaced),
+            };
+        let failure = error.to_string();
+        if !failures.contains(&failure) {
+            failures.push(failure);
+            last = Some(error);
+            continue;
+        }
+        let (header, segments) = if misplaced {
+            (None, None)
+        } else {
+            learn(storage, key, size, sequence).await?
+        };
+        return Ok(Some(Examined::Damaged(Damaged {
+            key: key.to_owned(),
+            size,
+            error,
+            quarantined: false,
+            header,
+            segments,
+        })));
+    }
+    let detail = last.map_or_else(String::new, |e| e.to_string());
+    Err(Error::Storage {
+        source: StorageError::transient(format!(
+            "{LOOKS} reads of its tail did not agree on what it holds (last: {detail}); \
+             neither trusted nor taken for damaged: repeat the open"
+        ))
+        .with_key(key),
+    })
+}
+
+/// One look at an object's tail, reading the last `window_len` bytes.
+async fn look_once(
+    storage: &Storage,
+    key: &str,
+    size: u64,
+    sequence: u64,
+    window_len: u64,
+    window: &TailWindow,
+) -> Look {
+    let object = match read_tail_sized(storage, key, size, window_len, window).await {
+        Ok(object) => object,
+        Err(Error::Storage { source }) if source.is_not_found() => return Look::Gone,
+        Err(error @ Error::Corrupted { .. }) => {
+            return Look::Damaged {
+                error,
+                misplaced: false,
             }
         }
-        Err(Error::Storage { source }) if source.is_not_found() => return Ok(None),
-        Err(e @ Error::Corrupted { .. }) => e,
-        Err(e) => return Err(e),
+        Err(e) => return Look::Failed(e),
     };
-    let (header, segments) = learn(storage, key, size, sequence).await?;
-    Ok(Some(Examined::Damaged(Damaged {
-        key: key.to_owned(),
-        size,
-        error,
-        quarantined: false,
-        header,
-        segments,
-    })))
+    let header = object.tail.header();
+    let problem = check_plausible(key, header).err().or_else(|| {
+        (header.sequence != sequence).then(|| {
+            Error::recovery(format!(
+                "object {key} holds sequence {}, not the sequence of its key",
+                header.sequence
+            ))
+        })
+    });
+    match problem {
+        None => Look::Intact(object),
+        // A misplaced or implausible object: nothing in it is trusted.
+        Some(error) => Look::Damaged {
+            error,
+            misplaced: true,
+        },
+    }
 }
 
 /// What a damaged object still says of itself: the header fields and the

@@ -3,7 +3,9 @@
 //!
 //! Recovery lists the prefix and reads ONE window at the end of each object
 //! (a second read only when the footer starts before the window, or when a
-//! release segment does), never a header and never an ordinary segment.
+//! release segment does, or when the tail fails: damage is believed only
+//! when two reads fail alike, R3), never a header and never an ordinary
+//! segment.
 //! The window is sized from what the tails need ([`TailWindow`]): it starts
 //! at 4 KiB and learns from the objects already read, so an open of many
 //! large objects reads about their footers, not 64 KiB of each.
@@ -333,7 +335,19 @@ pub(crate) async fn read_tail(
     size: u64,
     window: &TailWindow,
 ) -> Result<RecoveredObject, Error> {
-    let window_len = size.min(window.len());
+    read_tail_sized(storage, key, size, size.min(window.len()), window).await
+}
+
+/// [`read_tail`] with a window of `window_len` bytes (at most `size`), so
+/// that a second look reads the ranges the first read.
+pub(crate) async fn read_tail_sized(
+    storage: &Storage,
+    key: &str,
+    size: u64,
+    window_len: u64,
+    window: &TailWindow,
+) -> Result<RecoveredObject, Error> {
+    let window_len = window_len.min(size);
     let window_start = size - window_len;
     let bytes = storage.read(key, window_start..size).await?;
     let corrupted = |e| Error::corrupted(key, e);

@@ -229,3 +229,84 @@ async fn importing_a_released_or_empty_region_imports_nothing_but_moves_the_ids(
     assert!(matches!(err, Error::InvalidArgument { .. }), "{err}");
     node_b.stop().await.unwrap();
 }
+
+/// Issue 18, item 5: an import whose source (node A's store, through a
+/// `WalReader`) stops answering waited forever, although the reader was
+/// opened with `request_timeout`. It fails with a retryable error, and an
+/// import repeated once the store answers moves the region.
+#[tokio::test(start_paused = true)]
+async fn an_import_from_a_source_that_stops_answering_fails_after_request_timeout() {
+    let faulty = faulty_memory();
+    let storage = faulty.storage();
+    let a_ids = node_a(&storage, 6).await;
+    let config = Config {
+        request_timeout: Some(std::time::Duration::from_secs(1)),
+        ..test_config()
+    };
+    let reader = within(WalReader::open(storage.clone(), "a", config))
+        .await
+        .unwrap();
+    let node_b = Wal::open(storage.clone(), "b", test_config())
+        .await
+        .unwrap();
+    faulty.stall_next(objwal::storage::fault::Op::Read, "a/objects/", 1);
+    let err = within(node_b.import_region(&reader, R, a_ids[3] + 1))
+        .await
+        .unwrap_err();
+    assert!(err.is_retryable(), "{err}");
+    let moved = within(node_b.import_region(&reader, R, a_ids[3] + 1))
+        .await
+        .unwrap();
+    assert_eq!(moved.entries, 2);
+    node_b.stop().await.unwrap();
+}
+
+/// Issue 18, item 6: an import chunked its appends by payload bytes only,
+/// so a region of more unflushed 8-byte entries than an object has
+/// positions (2^20 - 1) made an append of 2^20 entries (8 MiB of payload),
+/// refused with `InvalidArgument` on every retry: the region could never
+/// move. Appends are chunked by positions and by framed size too.
+#[tokio::test]
+async fn a_region_of_more_tiny_entries_than_an_object_has_positions_moves() {
+    const N: usize = 1_100_000;
+    let storage = faulty_memory().storage();
+    let payloads = bytes::Bytes::from(
+        (0..N as u64)
+            .flat_map(u64::to_le_bytes)
+            .collect::<Vec<u8>>(),
+    );
+    let a = Wal::open(storage.clone(), "a", test_config())
+        .await
+        .unwrap();
+    for start in (0..N).step_by(100_000) {
+        let end = (start + 100_000).min(N);
+        let entries = (start..end)
+            .map(|i| (R, payloads.slice(i * 8..i * 8 + 8)))
+            .collect();
+        a.append(entries).await.unwrap();
+    }
+    a.stop().await.unwrap();
+    let reader = WalReader::open(storage.clone(), "a", test_config())
+        .await
+        .unwrap();
+    let node_b = Wal::open(storage.clone(), "b", test_config())
+        .await
+        .unwrap();
+    let moved = within(node_b.import_region(&reader, R, 0)).await.unwrap();
+    assert_eq!(moved.entries, N as u64);
+    node_b.stop().await.unwrap();
+
+    let node_b = Wal::open(storage, "b", test_config()).await.unwrap();
+    let replayed = replay_on(&node_b, &moved).await;
+    assert_eq!(replayed.len(), N);
+    let in_order = replayed
+        .iter()
+        .enumerate()
+        .all(|(i, e)| e.data == payloads.slice(i * 8..i * 8 + 8));
+    assert!(in_order, "every entry once, in order");
+    // Each append fit one object: its framed size within max_batch_bytes.
+    let objects = node_b.regions().await.unwrap();
+    let r = objects.iter().find(|r| r.region == R).unwrap();
+    assert!(r.objects >= 3, "{r:?}");
+    node_b.stop().await.unwrap();
+}

@@ -1,10 +1,11 @@
 //! Open reads what it needs (issue 15, item 4): recovery's tail window is
 //! sized from what the footers need, learned from the objects already read,
 //! so an open of many large objects reads about their footers (not 64 KiB
-//! of each), one read per object in the common case.
+//! of each), one read per object in the common case. And a reader's reads
+//! give up on a store that stops answering (issue 18, item 5).
 
 use objwal::format::{self, TailDecode};
-use objwal::storage::fault::FaultyStorage;
+use objwal::storage::fault::{FaultyStorage, Op};
 use objwal::{Config, ObjectStorage, Storage, WalReader};
 
 use crate::common::*;
@@ -106,4 +107,46 @@ async fn a_tail_larger_than_any_before_costs_one_more_read_and_raises_the_window
     let (reads, _) = open_counted(&faulty, 1).await;
     // The first 150-region object, and the first 600-region one.
     assert_eq!(reads, listed + 2);
+}
+
+/// A reader's configuration with a request timeout of one second.
+fn timing_out() -> Config {
+    Config {
+        request_timeout: Some(std::time::Duration::from_secs(1)),
+        ..test_config()
+    }
+}
+
+/// Issue 18, item 5: `WalReader::open` ignored `request_timeout`, so a
+/// read-only open, or a read, against a store that stopped answering waited
+/// forever. A stalled request now fails with a retryable error after the
+/// timeout (paused time: the deadline of `within` is virtual).
+#[tokio::test(start_paused = true)]
+async fn a_reader_against_a_store_that_stops_answering_fails_after_request_timeout() {
+    let faulty = faulty_memory();
+    objects(&faulty.storage(), 3, 2, 10).await;
+    // The listing never answers.
+    faulty.stall_next(Op::List, "t/objects/", 1);
+    let err = within(WalReader::open(faulty.storage(), "t", timing_out()))
+        .await
+        .unwrap_err();
+    assert!(err.is_retryable(), "{err}");
+    assert!(err.to_string().contains("request_timeout"), "{err}");
+    // A tail read never answers.
+    faulty.stall_next(Op::Read, "t/objects/", 1);
+    let err = within(WalReader::open(faulty.storage(), "t", timing_out()))
+        .await
+        .unwrap_err();
+    assert!(err.is_retryable(), "{err}");
+    // A segment read of an open reader never answers.
+    let reader = within(WalReader::open(faulty.storage(), "t", timing_out()))
+        .await
+        .unwrap();
+    faulty.stall_next(Op::Read, "t/objects/", 1);
+    let got = within(collect_entries(reader.read(1, 0))).await;
+    let err = got.unwrap_err();
+    assert!(err.is_retryable(), "{err}");
+    // Once the store answers again, the same reader reads everything.
+    let entries = within(collect_entries(reader.read(1, 0))).await.unwrap();
+    assert_eq!(entries.len(), 3);
 }

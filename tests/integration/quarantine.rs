@@ -9,7 +9,8 @@ use bytes::Bytes;
 use objwal::format;
 use objwal::wal::damage::quarantine_key;
 use objwal::{
-    Config, CorruptionPolicy, DamagePolicy, Error, ObjectStorage, Storage, Wal, WalReader,
+    Config, CorruptionPolicy, DamagePolicy, Error, ObjectStorage, Storage, StorageError, Wal,
+    WalReader,
 };
 
 use crate::common::*;
@@ -338,4 +339,152 @@ async fn an_unreadable_object_in_the_middle_is_bridged_by_its_successors_link() 
     }
     assert_eq!(seen, [b("b0"), b("b2")]);
     assert_eq!(reader.holes(2).len(), 1);
+}
+
+/// Where a byte of object `key`'s footer lies (as `break_footer` flips it).
+async fn footer_offset(storage: &Storage, key: &str) -> u64 {
+    whole(storage, key).await.len() as u64 - format::TRAILER_LEN as u64 - 3
+}
+
+/// Issue 18, item 4: one tail read corrupted in transit made recovery
+/// under `on_damaged_object = "quarantine"` call a healthy object damaged
+/// (its entries holes, its segments dropped, and collection free to delete
+/// it). An object is damaged only when a second read fails the same way.
+#[tokio::test]
+async fn one_tail_read_corrupted_in_transit_is_not_damage() {
+    let faulty = faulty_memory();
+    let storage = faulty.storage();
+    three_objects(&storage).await;
+    let at = footer_offset(&storage, &key(3)).await;
+
+    faulty.corrupt_next_reads_at(&key(3), 1, at);
+    let reader = WalReader::open(storage.clone(), "t", quarantining())
+        .await
+        .unwrap();
+    assert!(reader.damaged().is_empty(), "{:?}", reader.damaged());
+    assert!(reader.holes(1).is_empty());
+    // The default policy opens too: it no longer fails on a bad read.
+    faulty.corrupt_next_reads_at(&key(3), 1, at);
+    WalReader::open(storage.clone(), "t", test_config())
+        .await
+        .unwrap();
+
+    // A writer's open: every entry replays, no hole, and the object stays
+    // through a stop and a reopen.
+    faulty.corrupt_next_reads_at(&key(3), 1, at);
+    let wal = Wal::open(storage.clone(), "t", quarantining())
+        .await
+        .unwrap();
+    assert_eq!(payloads(&read_all(&wal, 1, 0).await), ["a0", "a1", "a2"]);
+    assert!(wal.holes(1).is_empty() && wal.holes(2).is_empty());
+    wal.stop().await.unwrap();
+    let wal = Wal::open(storage.clone(), "t", quarantining())
+        .await
+        .unwrap();
+    assert_eq!(payloads(&read_all(&wal, 2, 0).await), ["b0", "b1", "b2"]);
+    wal.stop().await.unwrap();
+    assert!(faulty.inner().read(&key(3), 0..1).await.is_ok());
+
+    // Two reads that fail differently settle nothing; a third that decodes
+    // wins.
+    faulty.corrupt_next_reads_at(&key(3), 1, at);
+    faulty.corrupt_next_reads_at(&key(3), 1, at - 1);
+    let reader = WalReader::open(storage.clone(), "t", quarantining())
+        .await
+        .unwrap();
+    assert!(reader.damaged().is_empty(), "{:?}", reader.damaged());
+    // Two reads failing the same way are damage (as a footer broken at
+    // rest is).
+    faulty.corrupt_next_reads_at(&key(3), 2, at);
+    let reader = WalReader::open(storage.clone(), "t", quarantining())
+        .await
+        .unwrap();
+    let damaged = reader.damaged();
+    assert_eq!(damaged.len(), 1, "{damaged:?}");
+    assert_eq!(damaged[0].key, key(3));
+    // Three reads that never agree: neither trusted nor damaged, a
+    // retryable error.
+    faulty.clear_faults();
+    for offset in [at, at - 1, at - 2] {
+        faulty.corrupt_next_reads_at(&key(3), 1, offset);
+    }
+    let err = WalReader::open(storage.clone(), "t", quarantining())
+        .await
+        .unwrap_err();
+    assert!(err.is_retryable(), "{err}");
+    assert!(err.to_string().contains(&key(3)), "{err}");
+}
+
+/// A backend outside the crate that answers one read of `key` one byte
+/// short.
+#[derive(Debug)]
+struct ShortOnce {
+    inner: Storage,
+    key: String,
+    done: std::sync::atomic::AtomicBool,
+}
+
+#[async_trait::async_trait]
+impl ObjectStorage for ShortOnce {
+    async fn create(&self, key: &str, data: Bytes) -> Result<objwal::Created, StorageError> {
+        self.inner.create(key, data).await
+    }
+    async fn read(&self, key: &str, range: std::ops::Range<u64>) -> Result<Bytes, StorageError> {
+        let data = self.inner.read(key, range).await?;
+        let short = key == self.key && !self.done.swap(true, std::sync::atomic::Ordering::SeqCst);
+        Ok(match short {
+            true => data.slice(..data.len() - 1),
+            false => data,
+        })
+    }
+    async fn list(&self, prefix: &str) -> Result<Vec<objwal::ObjectMeta>, StorageError> {
+        self.inner.list(prefix).await
+    }
+    async fn delete(&self, key: &str) -> Result<(), StorageError> {
+        self.inner.delete(key).await
+    }
+}
+
+/// Issue 18, item 13: `Storage::read` handed an outside backend's short
+/// answer on; recovery (quarantine mode) decoded it as a damaged object,
+/// indexed it without segments, and collection then deleted it. A read of
+/// another length than asked is a transient error at the `Storage`
+/// boundary (invariant S3): the open fails retryably, never calling the
+/// object damaged, and the repeated open (a second read) decides.
+#[tokio::test]
+async fn an_outside_backends_short_answer_is_an_error_not_damage() {
+    let memory = faulty_memory().storage();
+    three_objects(&memory).await;
+    let short = |key: &str| {
+        Storage::new(ShortOnce {
+            inner: memory.clone(),
+            key: key.to_owned(),
+            done: false.into(),
+        })
+    };
+    let storage = short(&key(3));
+    let err = WalReader::open(storage.clone(), "t", quarantining())
+        .await
+        .unwrap_err();
+    assert!(err.is_retryable(), "{err}");
+    let err = Wal::open(short(&key(3)), "t", quarantining())
+        .await
+        .unwrap_err();
+    assert!(err.is_retryable(), "{err}");
+    let wal = Wal::open(storage.clone(), "t", quarantining())
+        .await
+        .unwrap();
+    assert!(wal.holes(1).is_empty(), "{:?}", wal.holes(1));
+    assert_eq!(payloads(&read_all(&wal, 1, 0).await), ["a0", "a1", "a2"]);
+    wal.stop().await.unwrap();
+    // Nothing was collected: a healthy reopen reads every entry.
+    let wal = Wal::open(memory.clone(), "t", test_config()).await.unwrap();
+    assert_eq!(payloads(&read_all(&wal, 2, 0).await), ["b0", "b1", "b2"]);
+    wal.stop().await.unwrap();
+
+    // At the boundary: a transient error, whatever the backend.
+    let storage = short(&key(3));
+    let err = storage.read(&key(3), 0..10).await.unwrap_err();
+    assert!(err.is_transient(), "{err}");
+    assert_eq!(storage.read(&key(3), 0..10).await.unwrap().len(), 10);
 }

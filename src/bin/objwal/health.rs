@@ -9,39 +9,85 @@
 //! entries or release records that recovery will not replay. Objects
 //! already moved under `quarantine/` by `objwal repair` are reported but
 //! are not a problem: the operator decided, and holes name what they held.
+//!
+//! Objects above the tip that will not replay are a problem only when a
+//! second look, `--recheck-after` later, finds them still cut off at the
+//! same sequence ([`crate::looks`]): on a prefix a writer is appending to,
+//! the "missing" sequence is usually an object still uploading. Objects
+//! cut off only at the second look are reported as pending, not as a
+//! problem.
 
 use objwal::storage::keys::Prefix;
 use objwal::wal::damage::{DamagedObject, UnreplayedObject};
 use objwal::{Config, DamagePolicy, Storage, WalReader};
+
+use crate::looks::Recheck;
 
 /// Objects named in one health line before "and N more".
 const NAMED: usize = 5;
 
 /// What recovery says of a prefix.
 pub struct Health {
-    /// The recovered reader, when recovery succeeded.
+    /// The recovered reader (of the last look), when recovery succeeded.
     pub reader: Option<WalReader>,
     /// Why recovery failed, when it did.
     pub recovery_error: Option<String>,
+    /// Objects above the tip cut off at the same sequence at both looks.
+    unreplayed: Vec<UnreplayedObject>,
+    /// Objects above the tip cut off only at the last look: behind an
+    /// object that may still be in flight.
+    pending: Vec<UnreplayedObject>,
 }
 
 impl Health {
-    /// Recovers `prefix` read-only, listing every damaged object.
-    pub async fn of(storage: &Storage, prefix: &Prefix) -> Health {
+    /// Recovers `prefix` read-only, listing every damaged object; when
+    /// objects above the tip will not replay, looks again as `recheck`
+    /// says and keeps only those cut off at the same sequence both times.
+    pub async fn of(storage: &Storage, prefix: &Prefix, recheck: &Recheck) -> Health {
+        let first = Self::look(storage, prefix).await;
+        if first.unreplayed.is_empty() {
+            return first;
+        }
+        tracing::info!(wait = ?recheck.recheck_after, gaps = %first.breaks(),
+            "objects above the tip will not replay: looking again before calling the gap missing");
+        recheck.wait().await;
+        let mut second = Self::look(storage, prefix).await;
+        let (stayed, pending): (Vec<_>, Vec<_>) = std::mem::take(&mut second.unreplayed)
+            .into_iter()
+            .partition(|u| first.unreplayed.iter().any(|f| f == u));
+        if stayed.len() < first.unreplayed.len() {
+            tracing::info!("a gap filled while looking: an object was still in flight");
+        }
+        second.unreplayed = stayed;
+        second.pending = pending;
+        second
+    }
+
+    /// One look: recovery, read-only.
+    async fn look(storage: &Storage, prefix: &Prefix) -> Health {
         let config = Config {
             on_damaged_object: DamagePolicy::Quarantine,
             ..crate::store::base()
         };
         match WalReader::open(storage.clone(), prefix.as_str(), config).await {
             Ok(reader) => Health {
+                unreplayed: reader.unreplayed().to_vec(),
                 reader: Some(reader),
                 recovery_error: None,
+                pending: Vec::new(),
             },
             Err(e) => Health {
                 reader: None,
                 recovery_error: Some(e.to_string()),
+                unreplayed: Vec::new(),
+                pending: Vec::new(),
             },
         }
+    }
+
+    /// The sequences where the chain of the unreplayed objects breaks.
+    fn breaks(&self) -> String {
+        breaks(&self.unreplayed)
     }
 
     /// Damaged objects still under `objects/`.
@@ -58,9 +104,16 @@ impl Health {
         self.reader.iter().flat_map(|r| r.damaged())
     }
 
-    /// Intact objects above the tip that will not replay.
+    /// Intact objects above the tip that will not replay: cut off at the
+    /// same sequence at both looks.
     pub fn unreplayed(&self) -> &[UnreplayedObject] {
-        self.reader.as_ref().map_or(&[], |r| r.unreplayed())
+        &self.unreplayed
+    }
+
+    /// Objects above the tip cut off only at the second look (behind an
+    /// object that may still be in flight): not a problem.
+    pub fn pending(&self) -> &[UnreplayedObject] {
+        &self.pending
     }
 
     /// Whether nothing needs an operator.
@@ -85,19 +138,16 @@ impl Health {
         let unreplayed = self.unreplayed();
         if !unreplayed.is_empty() {
             let entries: u64 = unreplayed.iter().map(UnreplayedObject::entries).sum();
-            let mut breaks: Vec<u64> = unreplayed.iter().map(|u| u.broken_at).collect();
-            breaks.sort_unstable();
-            breaks.dedup();
             problems.push(format!(
                 "{} object(s) above the tip hold {entries} entries that will not replay: {} \
-                 (the chain breaks at missing sequence {})",
+                 (the chain breaks at missing sequence {}, at two looks)",
                 unreplayed.len(),
                 named(unreplayed.iter().map(|u| u.sequence)),
-                named(breaks.into_iter())
+                breaks(unreplayed)
             ));
         }
         let quarantined = self.quarantined();
-        let note = if quarantined.is_empty() {
+        let mut note = if quarantined.is_empty() {
             String::new()
         } else {
             format!(
@@ -106,6 +156,15 @@ impl Health {
                 named(quarantined.iter().map(|d| d.sequence))
             )
         };
+        if !self.pending.is_empty() {
+            note.push_str(&format!(
+                "; {} object(s) above the tip wait for sequence {}, still in flight when \
+                 looked at again ({})",
+                self.pending.len(),
+                breaks(&self.pending),
+                named(self.pending.iter().map(|u| u.sequence))
+            ));
+        }
         if problems.is_empty() {
             format!("health: OK{note}")
         } else {
@@ -133,8 +192,25 @@ impl Health {
                 u.held()
             ));
         }
+        for u in self.pending() {
+            lines.push(format!(
+                "PENDING {}: above the tip, waiting for sequence {} (in flight when looked at \
+                 again); holds: {}",
+                u.key,
+                u.broken_at,
+                u.held()
+            ));
+        }
         lines
     }
+}
+
+/// The distinct sequences where the chains of `objects` break.
+fn breaks(objects: &[UnreplayedObject]) -> String {
+    let mut breaks: Vec<u64> = objects.iter().map(|u| u.broken_at).collect();
+    breaks.sort_unstable();
+    breaks.dedup();
+    named(breaks.into_iter())
 }
 
 /// Up to [`NAMED`] sequences, then how many more.

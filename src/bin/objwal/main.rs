@@ -37,6 +37,7 @@ mod demo_handoff;
 mod dump;
 mod health;
 mod inspect;
+mod looks;
 mod metrics_http;
 mod payload;
 mod repair;

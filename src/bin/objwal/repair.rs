@@ -5,8 +5,13 @@
 //! would do: each damaged object under `objects/`, why, what it held, and
 //! where it goes (`<prefix>/quarantine/<its file name>`); and each object
 //! above the tip that will not replay, which no move can fix (restoring the
-//! missing object it names can). Without `--yes` that is all (exit 1 while
-//! damage remains). With `--yes` each damaged object is moved: read whole,
+//! missing object it names can): only when a second look `--recheck-after`
+//! later finds the same gap, so that an object a live writer is still
+//! uploading is not taken for a missing one. Without `--yes` that is all (exit 1 while
+//! damage remains). With `--yes` it first removes what crashed writers left
+//! under the prefix that is not an object (a local directory's temporary
+//! files of dead processes, as a writer's open does), then each damaged
+//! object is moved: read whole,
 //! created under `quarantine/` (if-not-exists; an existing copy must hold
 //! the same bytes), the copy read back and compared, and only then the
 //! original deleted. Nothing is ever deleted without its copy in place.
@@ -24,6 +29,7 @@ use objwal::wal::damage::quarantine_key;
 use objwal::{Created, ObjectStorage, Storage, WalReader};
 
 use crate::health::Health;
+use crate::looks::Recheck;
 use crate::{store, CliError, CliResult};
 
 /// Arguments of `objwal repair`.
@@ -35,6 +41,8 @@ pub struct RepairArgs {
     /// done).
     #[arg(long)]
     yes: bool,
+    #[command(flatten)]
+    recheck: Recheck,
 }
 
 /// Runs `repair`.
@@ -42,7 +50,14 @@ pub async fn run(prefix: &str, args: RepairArgs) -> CliResult {
     let prefix = store::prefix(prefix)?;
     let storage = store::open(&args.url, true)?;
     store::objects(&storage, &prefix).await?;
-    let health = Health::of(&storage, &prefix).await;
+    if args.yes {
+        // A writer's housekeeping, as `Wal::open` does it: what crashed
+        // writers left that is not an object (a dry run touches nothing).
+        storage
+            .remove_leftovers(&format!("{}/", prefix.as_str()))
+            .await?;
+    }
+    let health = Health::of(&storage, &prefix, &args.recheck).await;
     if let Some(e) = &health.recovery_error {
         return Err(CliError::Failed(format!(
             "recovery fails even with damaged objects left out, so moving them cannot help: {e}"
@@ -103,9 +118,16 @@ pub async fn run(prefix: &str, args: RepairArgs) -> CliResult {
 }
 
 /// Copies `from` to `to` (if-not-exists), checks the copy, then deletes
-/// `from`. Any doubt keeps `from`.
+/// `from`. Any doubt keeps `from`: the copy is made only of bytes two reads
+/// agree on (one read gone wrong in transit must not become the only copy
+/// left), and must read back the same.
 async fn move_aside(storage: &Storage, from: &str, to: &str) -> CliResult {
     let bytes = whole(storage, from).await?;
+    if whole(storage, from).await? != bytes {
+        return Err(CliError::Failed(format!(
+            "two reads of {from} disagree; it is left in place (run repair again)"
+        )));
+    }
     if storage.create(to, bytes.clone()).await? == Created::AlreadyExists {
         tracing::info!(to, "a copy exists already (an earlier repair stopped here)");
     }
@@ -144,4 +166,69 @@ async fn opens_now(storage: &Storage, prefix: &Prefix) -> CliResult {
         out!("holes: {} ({})", d.held(), d.key);
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use objwal::storage::fault::FaultyStorage;
+    use objwal::storage::MemoryStorage;
+    use objwal::{Config, Wal};
+
+    fn now() -> Recheck {
+        Recheck {
+            recheck_after: std::time::Duration::ZERO,
+            hold_before_recheck: false,
+        }
+    }
+
+    /// Issue 18, item 4: a healthy object was moved aside because one
+    /// tail read of it was corrupted in transit (recovery, which repair
+    /// asks, called it damaged).
+    #[tokio::test]
+    async fn one_bad_read_leaves_nothing_for_repair_to_move() {
+        let faulty = FaultyStorage::new(Storage::new(MemoryStorage::new()));
+        let storage = faulty.storage();
+        let wal = Wal::open(storage.clone(), "t", Config::default())
+            .await
+            .unwrap();
+        wal.append(vec![(1, "some entry".into())]).await.unwrap();
+        wal.stop().await.unwrap();
+        let prefix = Prefix::new("t").unwrap();
+        let meta = storage.list("t/objects/").await.unwrap().pop().unwrap();
+        let in_footer = meta.size - objwal::format::TRAILER_LEN as u64 - 3;
+        faulty.corrupt_next_reads_at(&meta.key, 1, in_footer);
+        let health = Health::of(&storage, &prefix, &now()).await;
+        assert!(health.damaged().is_empty(), "{}", health.line());
+        assert!(health.is_ok(), "{}", health.line());
+        // The same check a damaged object meets: two reads failing alike.
+        faulty.corrupt_next_reads_at(&meta.key, 2, in_footer);
+        let health = Health::of(&storage, &prefix, &now()).await;
+        assert_eq!(health.damaged().len(), 1, "{}", health.line());
+    }
+
+    /// A damaged object is copied aside only from bytes two reads agree
+    /// on: a read gone wrong in transit never becomes the only copy.
+    #[tokio::test]
+    async fn a_read_corrupted_in_transit_never_becomes_the_quarantined_copy() {
+        let faulty = FaultyStorage::new(Storage::new(MemoryStorage::new()));
+        let storage = faulty.storage();
+        storage
+            .create(
+                "t/objects/x",
+                bytes::Bytes::from_static(b"the bytes at rest"),
+            )
+            .await
+            .unwrap();
+        faulty.corrupt_next_reads("t/objects/x", 1);
+        let moved = move_aside(&storage, "t/objects/x", "t/quarantine/x").await;
+        assert!(moved.is_err(), "moved from a read that disagrees");
+        assert!(storage.list("t/quarantine/").await.unwrap().is_empty());
+        move_aside(&storage, "t/objects/x", "t/quarantine/x")
+            .await
+            .unwrap();
+        let copy = storage.read("t/quarantine/x", 0..17).await.unwrap();
+        assert_eq!(&copy[..], b"the bytes at rest");
+        assert!(storage.list("t/objects/").await.unwrap().is_empty());
+    }
 }

@@ -2,15 +2,23 @@
 //!
 //! 1. Recovery, as `Wal::open` does it ([`crate::health`]): it names every
 //!    structurally damaged object and every object above the tip whose
-//!    entries will not replay (its chain is broken by a missing object).
+//!    entries will not replay (its chain is broken by a missing object),
+//!    the latter only when a second look `--recheck-after` later finds the
+//!    same gap (a writer's object still uploading fills it meanwhile).
 //! 2. Every other object key is read whole and decoded with
 //!    [`objwal::format::decode`] (every CRC, every frame): a segment that
 //!    fails here is one that reads would skip as a hole.
 //!
+//! An object is damaged only when a second read fails the same way
+//! ([`crate::looks`]): a read corrupted in transit followed by one that
+//! decodes is an intact object. An object whose reads keep failing (or
+//! never agree) is `UNREADABLE`, a problem but not damage; one deleted
+//! after the listing (collected by a live writer) is skipped.
+//!
 //! Keys under `objects/` that are not object keys are listed as foreign and
 //! ignored, as recovery ignores them. Prints one line per finding and a
-//! summary; exits 1 on any damage, any unreplayed object or a recovery
-//! failure. Never writes.
+//! summary; exits 1 on any damage, any unreadable or unreplayed object or
+//! a recovery failure. Never writes.
 
 use std::collections::HashSet;
 
@@ -20,6 +28,7 @@ use objwal::storage::keys::Prefix;
 use objwal::{ObjectMeta, ObjectStorage, Storage};
 
 use crate::health::Health;
+use crate::looks::{settle, Failure, Recheck, Verdict};
 use crate::{store, CliError, CliResult};
 
 /// Arguments of `objwal verify`.
@@ -27,18 +36,25 @@ use crate::{store, CliError, CliResult};
 pub struct VerifyArgs {
     /// The store URL (file:///path, s3://bucket/root?..., ...).
     url: String,
+    #[command(flatten)]
+    recheck: Recheck,
 }
 
 /// Objects read and decoded at once.
 const CONCURRENCY: usize = 4;
 
 /// What decoding one object found.
+#[derive(Debug)]
 enum Outcome {
     Ok {
         entries: u64,
         segments: usize,
     },
     Damaged(String),
+    /// Reads kept failing or never agreed.
+    Unreadable(String),
+    /// Deleted after the listing (collected).
+    Gone,
     Foreign,
     /// Structurally damaged: recovery named it already.
     Named,
@@ -49,7 +65,7 @@ pub async fn run(prefix: &str, args: VerifyArgs) -> CliResult {
     let prefix = store::prefix(prefix)?;
     let storage = store::open(&args.url, true)?;
     let listed = store::objects(&storage, &prefix).await?;
-    let health = Health::of(&storage, &prefix).await;
+    let health = Health::of(&storage, &prefix, &args.recheck).await;
     let named: HashSet<String> = health.damaged().iter().map(|d| d.key.clone()).collect();
     let total = listed.len();
     let bytes: u64 = listed.iter().map(|o| o.size).sum();
@@ -57,8 +73,14 @@ pub async fn run(prefix: &str, args: VerifyArgs) -> CliResult {
         .map(|meta| check(&storage, &prefix, meta, &named))
         .buffered(CONCURRENCY);
     let (mut damaged, mut foreign, mut entries, mut segments) = (0usize, 0usize, 0u64, 0usize);
+    let (mut unreadable, mut gone) = (0usize, 0usize);
     while let Some((key, outcome)) = outcomes.next().await {
         match outcome {
+            Outcome::Unreadable(error) => {
+                unreadable += 1;
+                out!("UNREADABLE {key}: {error}");
+            }
+            Outcome::Gone => gone += 1,
             Outcome::Ok {
                 entries: e,
                 segments: s,
@@ -80,14 +102,22 @@ pub async fn run(prefix: &str, args: VerifyArgs) -> CliResult {
     for line in health.object_lines() {
         out!("{line}");
     }
+    let unsettled = match unreadable {
+        0 => String::new(),
+        n => format!(", {n} unreadable"),
+    };
+    let collected = match gone {
+        0 => String::new(),
+        n => format!(", {n} collected while verifying"),
+    };
     out!(
-        "verified {total} objects ({bytes} bytes) under {prefix}: {} intact ({segments} segments, {entries} entries), {damaged} damaged, {foreign} foreign",
-        total - damaged - foreign
+        "verified {total} objects ({bytes} bytes) under {prefix}: {} intact ({segments} segments, {entries} entries), {damaged} damaged{unsettled}, {foreign} foreign{collected}",
+        total - damaged - foreign - unreadable - gone
     );
     out!("{}", health.line());
-    if damaged > 0 || !health.is_ok() {
+    if damaged > 0 || unreadable > 0 || !health.is_ok() {
         return Err(CliError::Failed(format!(
-            "{damaged} of {total} objects are damaged; {}",
+            "{damaged} of {total} objects are damaged{unsettled}; {}",
             health.line()
         )));
     }
@@ -106,20 +136,84 @@ async fn check(
     if named.contains(&meta.key) {
         return (meta.key, Outcome::Named);
     }
-    let bytes = match storage.read(&meta.key, 0..meta.size).await {
-        Ok(bytes) => bytes,
-        Err(e) => return (meta.key, Outcome::Damaged(format!("cannot read it: {e}"))),
-    };
-    let outcome = match format::decode(&bytes) {
-        Err(e) => Outcome::Damaged(e.to_string()),
-        Ok(object) if object.header.sequence != sequence => Outcome::Damaged(format!(
-            "it holds sequence {} under the key of sequence {sequence}",
-            object.header.sequence
-        )),
-        Ok(object) => Outcome::Ok {
-            entries: object.segments.iter().map(|s| s.entries.len() as u64).sum(),
-            segments: object.segments.len(),
-        },
+    let verdict = settle(|| decode_whole(storage, &meta, sequence)).await;
+    let outcome = match verdict {
+        Verdict::Sound(Some(outcome)) => outcome,
+        Verdict::Sound(None) => Outcome::Gone,
+        Verdict::Damaged(error) => Outcome::Damaged(error),
+        Verdict::Unsettled(error) => Outcome::Unreadable(error),
     };
     (meta.key, outcome)
+}
+
+/// One look: the object read whole and decoded (`None`: it is gone).
+async fn decode_whole(
+    storage: &Storage,
+    meta: &ObjectMeta,
+    sequence: u64,
+) -> Result<Option<Outcome>, Failure> {
+    let bytes = match storage.read(&meta.key, 0..meta.size).await {
+        Ok(bytes) => bytes,
+        Err(e) if e.is_not_found() => return Ok(None),
+        Err(e) => return Err(Failure::Request(format!("cannot read it: {e}"))),
+    };
+    match format::decode(&bytes) {
+        Err(e) => Err(Failure::Decode(e.to_string())),
+        Ok(object) if object.header.sequence != sequence => Err(Failure::Decode(format!(
+            "it holds sequence {} under the key of sequence {sequence}",
+            object.header.sequence
+        ))),
+        Ok(object) => Ok(Some(Outcome::Ok {
+            entries: object.segments.iter().map(|s| s.entries.len() as u64).sum(),
+            segments: object.segments.len(),
+        })),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use objwal::storage::fault::FaultyStorage;
+    use objwal::storage::MemoryStorage;
+    use objwal::{Config, Wal};
+
+    /// Issue 18, item 4: `verify` called an object damaged after one read
+    /// corrupted in transit. Damaged only when a second read fails the
+    /// same way.
+    #[tokio::test]
+    async fn one_read_corrupted_in_transit_is_not_reported_damaged() {
+        let faulty = FaultyStorage::new(Storage::new(MemoryStorage::new()));
+        let storage = faulty.storage();
+        let wal = Wal::open(storage.clone(), "t", Config::default())
+            .await
+            .unwrap();
+        wal.append(vec![(1, "some entry".into())]).await.unwrap();
+        wal.stop().await.unwrap();
+        let prefix = Prefix::new("t").unwrap();
+        let meta = storage.list("t/objects/").await.unwrap().pop().unwrap();
+        let none = HashSet::new();
+
+        faulty.corrupt_next_reads(&meta.key, 1);
+        let (_, outcome) = check(&storage, &prefix, meta.clone(), &none).await;
+        assert!(
+            matches!(outcome, Outcome::Ok { entries: 1, .. }),
+            "{outcome:?}"
+        );
+        faulty.corrupt_next_reads(&meta.key, 2);
+        let (_, outcome) = check(&storage, &prefix, meta.clone(), &none).await;
+        assert!(matches!(outcome, Outcome::Damaged(_)), "{outcome:?}");
+        // A failing store is no evidence of damage.
+        faulty.fail_next(
+            objwal::storage::fault::Op::Read,
+            &meta.key,
+            3,
+            objwal::storage::StorageErrorKind::Transient,
+        );
+        let (_, outcome) = check(&storage, &prefix, meta.clone(), &none).await;
+        assert!(matches!(outcome, Outcome::Unreadable(_)), "{outcome:?}");
+        // Collected after the listing: not a finding.
+        storage.delete(&meta.key).await.unwrap();
+        let (_, outcome) = check(&storage, &prefix, meta, &none).await;
+        assert!(matches!(outcome, Outcome::Gone), "{outcome:?}");
+    }
 }

@@ -1,5 +1,6 @@
 //! Humane edges of the read-only tools: a wrong prefix, a file for a
-//! directory, a junk file among the objects.
+//! directory, a junk file among the objects, and a store they leave as it
+//! was.
 
 use super::*;
 
@@ -129,4 +130,71 @@ async fn dump_raw_refuses_to_write_frames_to_a_terminal() {
     assert_exit(&o, 2);
     assert!(stdout(&o).contains("redirect stdout"), "{}", stdout(&o));
     assert!(!stdout(&o).contains("hello"), "{}", stdout(&o));
+}
+
+/// Every file and directory under `root`: its path, and its bytes for a file.
+fn tree(root: &std::path::Path) -> Vec<(String, Option<Vec<u8>>)> {
+    let mut out = Vec::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let entry = entry.unwrap();
+            let path = entry.path();
+            let name = path.strip_prefix(root).unwrap().display().to_string();
+            if entry.file_type().unwrap().is_dir() {
+                out.push((name, None));
+                stack.push(path);
+            } else {
+                out.push((name, Some(std::fs::read(&path).unwrap())));
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// Issue 18, item 9: `inspect`, `verify` and `dump` removed a dead
+/// process's temporary file from a directory store (the file backend's
+/// open cleaned up). A read-only tool creates, deletes and renames nothing;
+/// only a writer's open (and `repair --yes`) cleans up.
+#[tokio::test]
+async fn read_only_tools_leave_a_store_byte_for_byte_unchanged() {
+    let dir = tempfile::tempdir().unwrap();
+    written_store(dir.path()).await;
+    // A temporary file a crashed writer left (pid 4000000000: never alive).
+    let stale = dir.path().join(format!(
+        "t/objects/{}4000000000-3",
+        objwal::storage::TEMP_MARKER
+    ));
+    std::fs::write(&stale, b"half an object").unwrap();
+    let before = tree(dir.path());
+    let store = url(dir.path());
+    for args in [
+        vec!["--prefix", "t", "inspect", &store],
+        vec!["--prefix", "t", "inspect", "--json", &store],
+        vec!["--prefix", "t", "verify", &store],
+        vec!["--prefix", "t", "dump", &store, "--region", "1"],
+        vec!["--prefix", "t", "repair", &store],
+    ] {
+        let o = objwal(&args);
+        assert_exit(&o, 0);
+        let after = tree(dir.path());
+        let names = |t: &[(String, Option<Vec<u8>>)]| -> Vec<String> {
+            t.iter().map(|(name, _)| name.clone()).collect()
+        };
+        assert_eq!(names(&after), names(&before), "{args:?} changed the tree");
+        assert!(after == before, "{args:?} changed a file's bytes");
+    }
+    // A writer cleans up: repair --yes, and Wal::open.
+    let o = objwal(&["--prefix", "t", "repair", &store, "--yes"]);
+    assert_exit(&o, 0);
+    assert!(!stale.exists(), "repair --yes removes a dead writer's file");
+    std::fs::write(&stale, b"half an object").unwrap();
+    let storage = Storage::new(FileStorage::open(dir.path()).unwrap());
+    let wal = Wal::open(storage, "t", Config::default()).await.unwrap();
+    assert!(
+        !stale.exists(),
+        "a writer's open removes a dead writer's file"
+    );
+    wal.stop().await.unwrap();
 }
