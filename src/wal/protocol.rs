@@ -53,9 +53,15 @@ pub(crate) fn next_key(sequence: u64, jump: Option<EntryId>) -> u64 {
 /// create a writer of the probe-based release could make (`listed_max + 64`),
 /// and at or above its own epoch (every object has `epoch <= sequence`).
 pub(crate) fn start_sequence(blocked: u64, listed_max: u64, epoch: u64) -> u64 {
+    start_sequence_with(blocked, listed_max, epoch, WINDOW)
+}
+
+/// [`start_sequence`] with another window (the fencing model explores small
+/// ones).
+pub(crate) fn start_sequence_with(blocked: u64, listed_max: u64, epoch: u64, window: u64) -> u64 {
     blocked
-        .saturating_add(WINDOW)
-        .max(listed_max.saturating_add(WINDOW + 1))
+        .saturating_add(window)
+        .max(listed_max.saturating_add(window + 1))
         .max(epoch)
 }
 

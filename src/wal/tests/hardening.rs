@@ -585,3 +585,34 @@ async fn an_older_marker_landing_four_times_never_poisons_a_newer_enqueued_write
     newer.stop().await.unwrap();
     assert_eq!(replays(&inner, prefix, 7).await, ids);
 }
+
+/// Issue 20: the newer process's start object carried a boundary above its
+/// own settle marker, and collection deleted the marker: the older writer's
+/// next create landed on the freed key and was acknowledged, though the
+/// newer process's chain never held it. Settle markers stay (rule R5).
+#[tokio::test(start_paused = true)]
+async fn a_settle_marker_is_never_collected() {
+    let inner = Storage::new(MemoryStorage::new());
+    let prefix = "h-marker-stays";
+    let old = Wal::open(inner.clone(), prefix, config()).await.unwrap();
+    let first = old.append(vec![(1, b("old"))]).await.unwrap();
+    let new = Wal::open(inner.clone(), prefix, config()).await.unwrap();
+    let marker = format::sequence_of(first[0]) + 1;
+    assert!(t_sequences(&inner, prefix).await.contains(&marker));
+    // Everything the newer process holds becomes obsolete: its boundary
+    // passes the marker, and collection runs.
+    new.obsolete(1, first[0]).await.unwrap();
+    let ids = new.append(vec![(2, b("new"))]).await.unwrap();
+    new.obsolete(2, ids[0]).await.unwrap();
+    new.flush().await.unwrap();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let left = t_sequences(&inner, prefix).await;
+    assert!(
+        !left.contains(&format::sequence_of(first[0])),
+        "collected: {left:?}"
+    );
+    assert!(left.contains(&marker), "the settle marker stays: {left:?}");
+    let err = old.append(vec![(1, b("after"))]).await.unwrap_err();
+    assert!(err.is_fenced(), "{err}");
+    new.stop().await.unwrap();
+}

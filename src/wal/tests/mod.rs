@@ -17,6 +17,7 @@ use crate::{Config, Entry, EntryId, Error, RegionId, Storage, Wal};
 
 mod collect;
 mod fencing;
+mod fencing_model;
 mod hardening;
 mod lifecycle;
 mod matrix;
