@@ -287,6 +287,10 @@ impl Default for Config {
     }
 }
 
+/// The smallest `early_seals` rate: one early seal a day. Below it the
+/// token bucket's waits leave what a `Duration` holds, and "off" says it.
+pub const MIN_EARLY_SEAL_RATE: f64 = 1.0 / 86_400.0;
+
 /// The largest object payload a batch may be configured to hold. Entry
 /// lengths are `u32` in the format, and one object is one request body.
 pub const MAX_BATCH_BYTES_LIMIT: u64 = 1 << 30;
@@ -355,6 +359,15 @@ impl Config {
                 return refuse(
                     "early_seals",
                     format!("{rate} is not a positive number of seals per second"),
+                );
+            }
+            if rate < MIN_EARLY_SEAL_RATE {
+                return refuse(
+                    "early_seals",
+                    format!(
+                        "{rate} seals per second is below {MIN_EARLY_SEAL_RATE} (one a day): \
+                         use \"off\" for no early seals"
+                    ),
                 );
             }
         }
@@ -568,6 +581,8 @@ mod tests {
             ),
             (r#"{"max_unpersisted_age":"1ms"}"#, "max_unpersisted_age"),
             (r#"{"early_seals":0}"#, "early_seals"),
+            // Issue 18 item 7: passed validation and panicked the actor.
+            (r#"{"early_seals":1e-30}"#, "early_seals"),
             (r#"{"retry_initial_delay":"0s"}"#, "retry_initial_delay"),
             (r#"{"retry_initial_delay":"3s"}"#, "retry_initial_delay"),
             (r#"{"stop_attempts":0}"#, "stop_attempts"),

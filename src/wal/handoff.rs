@@ -108,6 +108,9 @@ impl Wal {
             chunk.push(entry.data);
         }
         if imported.entries > 0 {
+            // Seal now: under a seal budget or with early seals off, waiting
+            // for the last id alone would wait for the timer.
+            self.flush().await?;
             self.wait_durable(region, imported.last_id).await?;
         }
         tracing::info!(

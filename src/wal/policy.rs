@@ -134,7 +134,11 @@ impl Budget {
                 } else if rate <= 0.0 {
                     now + Duration::from_secs(86_400 * 365)
                 } else {
-                    let wait = Duration::from_secs_f64((1.0 - b.tokens) / rate);
+                    // A rate too small for a `Duration` (validation refuses
+                    // one, but the policy never panics) waits a year.
+                    let wait = Duration::try_from_secs_f64((1.0 - b.tokens) / rate)
+                        .unwrap_or(Duration::MAX)
+                        .min(Duration::from_secs(86_400 * 365));
                     now + wait.max(Duration::from_micros(1))
                 }
             }
@@ -364,5 +368,16 @@ mod tests {
             let now = t0 + Duration::from_millis(age);
             prop_assert!(matches!(p.decide(now, open(bytes, t0), true), Decision::Seal(_)));
         }
+    }
+
+    /// Issue 18 item 7: a rate of 1e-30 seals per second passed validation
+    /// and panicked the actor (`Duration::from_secs_f64` overflowed).
+    #[test]
+    fn a_tiny_rate_never_panics_the_policy() {
+        let now = Instant::now();
+        let mut b = Budget::per_second(1e-30, 1.0, now);
+        assert!(b.try_take(now));
+        let at = b.next_token_at(now);
+        assert!(at > now && at <= now + Duration::from_secs(86_400 * 365));
     }
 }

@@ -99,6 +99,8 @@ impl Actor {
         });
         #[cfg(test)]
         let object = test_hooks::maybe_break(self.prefix.as_str(), object);
+        #[cfg(test)]
+        test_hooks::maybe_panic(self.prefix.as_str(), sequence);
         let (bytes, tail) = match encode(&object) {
             Ok(encoded) => encoded,
             Err(e) => {
@@ -589,6 +591,25 @@ pub(crate) mod test_hooks {
         let mut set = BREAK.lock().unwrap_or_else(|e| e.into_inner());
         set.get_or_insert_with(HashSet::new)
             .insert((prefix.to_owned(), sequence));
+    }
+
+    static PANIC: Mutex<Option<HashSet<(String, u64)>>> = Mutex::new(None);
+
+    /// Sealing the object of `sequence` under `prefix` panics the actor (a
+    /// bug, as a test stages one).
+    pub(crate) fn panic_at_seal(prefix: &str, sequence: u64) {
+        let mut set = PANIC.lock().unwrap_or_else(|e| e.into_inner());
+        set.get_or_insert_with(HashSet::new)
+            .insert((prefix.to_owned(), sequence));
+    }
+
+    pub(super) fn maybe_panic(prefix: &str, sequence: u64) {
+        let set = PANIC.lock().unwrap_or_else(|e| e.into_inner());
+        let wanted = set
+            .as_ref()
+            .is_some_and(|s| s.contains(&(prefix.to_owned(), sequence)));
+        drop(set);
+        assert!(!wanted, "a staged bug: sealing {sequence} panics");
     }
 
     /// `object`, broken (an entry of another sequence) when a test asked.

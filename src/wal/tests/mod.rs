@@ -25,6 +25,7 @@ mod matrix_enqueued;
 mod pinning;
 mod recovery;
 mod release;
+mod review3;
 mod sealing;
 
 /// A metrics recorder that keeps counters (never reset) per name and prefix
