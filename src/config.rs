@@ -197,6 +197,81 @@ pub struct Config {
     /// growing without bound behind one cold region. A small bound asks
     /// cold regions to flush small memtables often.
     pub max_pinned_objects: u64,
+    /// Hedged creates: a create that has not answered after the 95th
+    /// percentile of recent creates (or half `request_timeout`, whichever
+    /// comes first) is sent again with the same bytes to the same key; the first
+    /// answer wins (rfcs/0006, "Hedged creates"). The value is the budget of
+    /// extra creates, as a fraction of creates: `"auto"` (0.05 where
+    /// requests cost money, off elsewhere), `"off"`, or a number in
+    /// (0, 1].
+    ///
+    /// Trades requests for tail latency: an object store's slowest creates
+    /// take several times its median, and a durable append waits for the
+    /// slowest create before it.
+    pub hedge_creates: HedgeCreates,
+}
+
+/// The budget of hedged creates (see [`Config::hedge_creates`]).
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+#[non_exhaustive]
+pub enum HedgeCreates {
+    /// 5% more creates where requests cost money, none elsewhere.
+    #[default]
+    Auto,
+    /// No hedged creates.
+    Off,
+    /// At most this fraction of creates is sent a second time.
+    Budget(f64),
+}
+
+impl HedgeCreates {
+    /// The budget as a fraction of creates (`None`: no hedging) for a
+    /// backend that `charges_per_request` or not.
+    #[doc(hidden)]
+    pub fn budget_for(self, charges_per_request: bool) -> Option<f64> {
+        self.budget(charges_per_request)
+    }
+
+    pub(crate) fn budget(self, charges_per_request: bool) -> Option<f64> {
+        match self {
+            HedgeCreates::Auto if charges_per_request => Some(0.05),
+            HedgeCreates::Auto | HedgeCreates::Off => None,
+            HedgeCreates::Budget(fraction) => Some(fraction),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for HedgeCreates {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            Fraction(f64),
+            Word(String),
+        }
+        match Raw::deserialize(d)? {
+            Raw::Fraction(f) => Ok(HedgeCreates::Budget(f)),
+            Raw::Word(w) => match w.trim() {
+                "auto" => Ok(HedgeCreates::Auto),
+                "off" => Ok(HedgeCreates::Off),
+                other => other.parse::<f64>().map(HedgeCreates::Budget).map_err(|_| {
+                    serde::de::Error::custom(format!(
+                        "invalid hedge_creates {other:?}: expected \"auto\", \"off\" or a fraction of creates"
+                    ))
+                }),
+            },
+        }
+    }
+}
+
+impl serde::Serialize for HedgeCreates {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            HedgeCreates::Auto => s.serialize_str("auto"),
+            HedgeCreates::Off => s.serialize_str("off"),
+            HedgeCreates::Budget(f) => s.serialize_f64(*f),
+        }
+    }
 }
 
 /// The budget of early seals (see [`Config::early_seals`]).
@@ -283,6 +358,7 @@ impl Default for Config {
             replay_concurrency: 16,
             replay_buffer_bytes: 64 << 20,
             max_pinned_objects: 256,
+            hedge_creates: HedgeCreates::Auto,
         }
     }
 }
@@ -353,6 +429,16 @@ impl Config {
                 "recovery_concurrency",
                 format!("{} is outside 1 ..= 1024", self.recovery_concurrency),
             );
+        }
+        if let HedgeCreates::Budget(fraction) = self.hedge_creates {
+            if !(fraction.is_finite() && fraction > 0.0 && fraction <= 1.0) {
+                return refuse(
+                    "hedge_creates",
+                    format!(
+                        "{fraction} is not a fraction of creates in (0, 1]: use \"off\" for none"
+                    ),
+                );
+            }
         }
         if let EarlySeals::PerSecond(rate) = self.early_seals {
             if !(rate.is_finite() && rate > 0.0) {
@@ -581,6 +667,8 @@ mod tests {
             ),
             (r#"{"max_unpersisted_age":"1ms"}"#, "max_unpersisted_age"),
             (r#"{"early_seals":0}"#, "early_seals"),
+            (r#"{"hedge_creates":0}"#, "hedge_creates"),
+            (r#"{"hedge_creates":1.5}"#, "hedge_creates"),
             // Issue 18 item 7: passed validation and panicked the actor.
             (r#"{"early_seals":1e-30}"#, "early_seals"),
             (r#"{"retry_initial_delay":"0s"}"#, "retry_initial_delay"),

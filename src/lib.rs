@@ -68,10 +68,10 @@
 //!   2. the batch is sealed when full (max_batch_bytes), on its timer (flush_interval), or on request
 //!   3. sealed batches become objects: header | segment per region | footer | trailer   (format)
 //!   4. up to max_inflight_creates conditional creates run at once, started in sequence order
-//!   5. objects are indexed (catalog) and callers acknowledged strictly in sequence order
+//!   5. an object is acknowledged once it and every key of its run before it hold its own objects
 //!   6. each object links to its predecessor; recovery reads only the tails and follows the chain
-//!   7. open claims an epoch (a fence object) and writes a start object; older writers are fenced
-//!   8. watermarks and release records set a reclaim boundary carried in each new object's header
+//!   7. open claims an epoch, walks the older run and settles its next key: the key is the fence
+//!   8. flush marks and release records ride in objects and set the reclaim boundary each carries
 //!   9. objects below a durable boundary are deleted in the background, never on the append path
 //!  10. reads fetch one region's segments by range, hide obsolete entries, and skip or fail on damage
 //! ```
@@ -101,6 +101,9 @@
 //!   segment's ids belong to its object's sequence and strictly increase.
 //! - **F5 tails**: the trailer repeats every header field, so recovery
 //!   never reads a header.
+//! - **F6 reserved regions**: region `u64::MAX` holds release records and
+//!   region `u64::MAX - 255` flush marks and the writer's jump, each one
+//!   entry of 16-byte records; an older reader sees regions it never opens.
 //!
 //! Storage (RFC 0002):
 //! - **S1 no replace**: a create never replaces a key; of racing creates at
@@ -116,10 +119,11 @@
 //! - **L2 ids**: a region's ids strictly increase across lives; no new id is
 //!   at or below a watermark the engine handed in.
 //! - **L3 order**: creates start in sequence order; objects are indexed and
-//!   callers acknowledged strictly in sequence order, each after a fence
-//!   probe that started once it was durable.
-//! - **L4 no reuse**: a sequence is handed out to one batch once (a marker
-//!   may land at a failed batch's sequence: any object there serves).
+//!   callers acknowledged strictly in sequence order, each once every key of
+//!   its run before it holds this writer's own object (K2).
+//! - **L4 no reuse**: a sequence is handed out to one batch once; a failed
+//!   batch's key is settled by the batch or its void, never given to another
+//!   (K1).
 //! - **L8 no silent loss**: every admitted entry is durable, refused to its
 //!   caller, counted lost, or pending, at every stop.
 //! - **L5 one chain**: every object links to its predecessor; the catalog
@@ -149,33 +153,40 @@
 //!
 //! Release and collection (RFC 0005):
 //! - **G1** an object is deleted only below the boundary carried by a
-//!   durable, indexed object, and never the tip.
+//!   durable, indexed object, never the tip and never a settle marker (K5).
 //! - **G2** the boundary never decreases, within a life or across lives.
 //! - **G3** every chain object below a carried boundary held only obsolete
 //!   or released entries when the carrier was sealed.
 //! - **G4** recovery treats a missing predecessor as collected only below
 //!   the carried boundary.
-//! - **G5** released watermarks are seeded before any boundary is computed.
+//! - **G5** released watermarks and durable flush marks are seeded before
+//!   any boundary is computed; a boundary counts a release or a mark only
+//!   when its record rides in that object or one below it on its run.
 //! - **G6** a release that returned `Ok` is in a durable indexed object; a
 //!   release record dropped after stop began makes `stop` fail.
 //!
-//! Fencing (RFC 0006):
-//! - **W1 the older stops**: once a newer process opened the prefix, an
-//!   older one acknowledges nothing more (it poisons itself as fenced).
+//! Fencing (RFC 0006): the object's key is the fence.
+//! - **K1 resolved keys**: a writer never abandons a key of its run; a
+//!   failed create is settled by the same bytes or by the batch's void.
+//! - **K2 in-order acknowledgement**: an object is acknowledged once every
+//!   key of its writer's run from the start object through it holds that
+//!   writer's own object; no request follows the create.
+//! - **K3 window**: a writer creates only at the first 64 unacknowledged
+//!   keys of its run, never past an unacknowledged jump.
+//! - **K4 the walk**: an opener walks the listed tip's run, adopts what
+//!   continues the chain, and lands a settle marker at the first empty key;
+//!   its start object goes at least 64 keys above where the walk stopped.
+//! - **K5 settle markers stay**: collection never deletes one.
+//! - **W1 the older stops**: once a newer process opened, an older one
+//!   acknowledges nothing the newer chain lacks and is fenced at its next
+//!   create at or after the walk's key.
 //! - **W2 nothing acknowledged is lost**: every object either process
 //!   acknowledged is on the chain the newer one continues.
-//! - **W3 no late poison**: an older process's late objects never land at
-//!   a sequence the newer one writes data to (W5, W6).
+//! - **W3 no late poison**: an older process's objects never land at a key
+//!   a newer one uses for its start object or data (dead objects, the start
+//!   objects of failed opens, are deleted).
 //! - **W4 plausible epochs**: every object has `epoch <= sequence`;
 //!   recovery refuses one that does not.
-//! - **W5 reach**: a process creates a non-empty object at sequence `s` only
-//!   if `s <= verified + 64` or `s <=` its epoch, `verified` being a
-//!   sequence present before a probe that missed every newer fence; a newer
-//!   process starts its data above what it listed plus 64.
-//! - **W6 markers**: beyond reach a process lands only an empty marker, and
-//!   a newer process deletes an older process's empty object it meets at one
-//!   of its data sequences (nothing was built on it); one landing again is a
-//!   transient failure of the create, never a stale sequence.
 //! - **W7 dense fences**: a claim moves to the next epoch only after reading
 //!   another opener's fence; an "exists" answer over nothing is repeated.
 //!
@@ -256,12 +267,13 @@ pub mod storage;
 pub mod wal;
 
 pub use catalog::{IndexedObject, Pinning, RegionInfo};
-pub use config::{AckMode, Config, CorruptionPolicy, DamagePolicy, EarlySeals};
+pub use config::{AckMode, Config, CorruptionPolicy, DamagePolicy, EarlySeals, HedgeCreates};
 pub use error::Error;
 pub use storage::{Created, ObjectMeta, ObjectStorage, Storage, StorageError};
 pub use wal::{Entry, FlushRequest, Hole, Imported, Wal, WalReader};
 
-/// A region: one log stream. `u64::MAX` is reserved for release records.
+/// A region: one log stream. `u64::MAX` (release records) and
+/// `u64::MAX - 255` (flush marks) are reserved.
 pub type RegionId = u64;
 /// An entry id: `(sequence << 20) | position`; 0 means "no entry". It prints
 /// as `sequence.position` through [`id::Dotted`] and parses with

@@ -60,6 +60,9 @@ pub const QUARANTINED_OBJECTS: &str = "objwal_quarantined_objects";
 /// Objects above the tip, holding entries or release records, that recovery
 /// did not replay at open (their chain is broken by a missing object).
 pub const UNREPLAYED_OBJECTS: &str = "objwal_unreplayed_objects";
+/// Creates sent a second time, with the same bytes, because the first had
+/// not answered after a high percentile of recent creates (`hedge_creates`).
+pub const HEDGED_CREATES_TOTAL: &str = "objwal_hedged_creates_total";
 
 /// Describes every metric to the installed recorder (units and help).
 ///
@@ -128,6 +131,10 @@ pub fn describe() {
         UNREPLAYED_OBJECTS,
         "objects above the tip whose entries recovery did not replay"
     );
+    describe_counter!(
+        HEDGED_CREATES_TOTAL,
+        "creates sent a second time because the first was slow"
+    );
 }
 
 /// Calls [`describe`] the first time in this process.
@@ -163,6 +170,7 @@ pub(crate) struct StoreMetrics {
     pub(crate) stall: metrics::Histogram,
     pub(crate) quarantined_objects: metrics::Gauge,
     pub(crate) unreplayed_objects: metrics::Gauge,
+    pub(crate) hedged_creates: metrics::Counter,
 }
 
 impl StoreMetrics {
@@ -194,7 +202,8 @@ impl StoreMetrics {
             read: metrics::histogram!(READ_SECONDS, "prefix" => p.clone()),
             stall: metrics::histogram!(STALL_SECONDS, "prefix" => p.clone()),
             quarantined_objects: metrics::gauge!(QUARANTINED_OBJECTS, "prefix" => p.clone()),
-            unreplayed_objects: metrics::gauge!(UNREPLAYED_OBJECTS, "prefix" => p),
+            unreplayed_objects: metrics::gauge!(UNREPLAYED_OBJECTS, "prefix" => p.clone()),
+            hedged_creates: metrics::counter!(HEDGED_CREATES_TOTAL, "prefix" => p),
         }
     }
 }

@@ -228,7 +228,7 @@ impl Wal {
         let listed = recovered.selection.max_sequence;
         let mut catalog = std::mem::take(&mut recovered.catalog);
         // Walk the tip's run to the first key an older writer can never
-        // hold, then start above everything it can still create (R4). An
+        // hold, then start above everything it can still create (K4). An
         // empty listing needs neither: no older writer completed its open
         // (its start object would be listed), so none writes data.
         let first = if recovered.present.is_empty() {

@@ -8,30 +8,30 @@
 //! after an object that carries a jump record, the sequence above the
 //! jump. The rules:
 //!
-//! - **R1 resolved keys.** A writer never abandons a key of its run: a
+//! - **K1 resolved keys.** A writer never abandons a key of its run: a
 //!   failed create is settled on the same key, by the same bytes again or by
 //!   the writer's own *void* (the batch without its entries), whichever
 //!   lands first.
-//! - **R2 in-order acknowledgement.** A writer acknowledges the object at a
+//! - **K2 in-order acknowledgement.** A writer acknowledges the object at a
 //!   key only when every key of its run from its start object through that
 //!   key holds its own object. A key that holds another process's object
 //!   fences it.
-//! - **R3 window.** A writer creates only at the first [`WINDOW`] keys of its
+//! - **K3 window.** A writer creates only at the first [`WINDOW`] keys of its
 //!   run that are not yet acknowledged, and never past a jump whose object is
 //!   not yet acknowledged.
-//! - **R4 the walk.** A newer process, after listing, walks the run of the
+//! - **K4 the walk.** A newer process, after listing, walks the run of the
 //!   tip it found: each next key either holds an object continuing the chain
 //!   (adopted) or gets the newer process's *settle marker*, until a key holds
 //!   an object that does not continue it (the marker, or any other). The
-//!   older writer can never hold that key, so by R2 it acknowledges nothing
-//!   at or after it, and by R3 it creates nothing at or after that key plus
+//!   older writer can never hold that key, so by K2 it acknowledges nothing
+//!   at or after it, and by K3 it creates nothing at or after that key plus
 //!   [`WINDOW`]: the start object goes there ([`start_sequence`]).
 
 use crate::format::{self, Header, Link, Object};
 use crate::EntryId;
 
 /// How many keys of its run a writer may create at beyond its last
-/// acknowledged one (R3), and so how far past the key a newer process's walk
+/// acknowledged one (K3), and so how far past the key a newer process's walk
 /// stopped at an older writer's creates can still land. `max_inflight_creates`
 /// is at most this.
 pub(crate) const WINDOW: u64 = 64;
@@ -49,7 +49,7 @@ pub(crate) fn next_key(sequence: u64, jump: Option<EntryId>) -> u64 {
 /// The sequence of a newer process's start object, after its walk stopped at
 /// `blocked` (a key holding an object that does not continue the older run)
 /// and its listing found `listed_max`: above every create an older writer of
-/// this protocol can still make (`blocked + WINDOW - 1`, R3), above every
+/// this protocol can still make (`blocked + WINDOW - 1`, K3), above every
 /// create a writer of the probe-based release could make (`listed_max + 64`),
 /// and at or above its own epoch (every object has `epoch <= sequence`).
 pub(crate) fn start_sequence(blocked: u64, listed_max: u64, epoch: u64) -> u64 {
@@ -192,7 +192,7 @@ mod tests {
     }
 
     proptest! {
-        /// Whatever key an older writer was blocked at, every create R3 still
+        /// Whatever key an older writer was blocked at, every create K3 still
         /// lets it make lies below the newer start object.
         #[test]
         fn older_creates_stay_below_the_start_object(

@@ -119,7 +119,7 @@ pub(crate) struct Recovered {
     /// chain once the walk adopts that predecessor.
     pub(crate) orphans: BTreeMap<u64, RecoveredObject>,
     /// The settle markers listed: each keeps the writer a walk stopped from
-    /// ever holding its key, so collection never deletes one (rule R5).
+    /// ever holding its key, so collection never deletes one (rule K5).
     pub(crate) markers: BTreeSet<u64>,
 }
 
@@ -404,7 +404,7 @@ pub(crate) async fn read_tail_sized(
     })
 }
 
-/// Walks the run of the tip of `catalog` (rule R4 of rfcs/0006): from the
+/// Walks the run of the tip of `catalog` (rule K4 of rfcs/0006): from the
 /// key after the tip, a key holding an object that continues the chain is
 /// adopted (indexed: it may hold entries the older writer acknowledged, or
 /// will, once its response arrives), and the walk goes on from it; an

@@ -22,9 +22,9 @@
 //!
 //! The baseline, measured in the same run, is the floor cost of one durable
 //! object: serial raw `create`s, on the store through the same delays, of
-//! objects of the bench's median object size; and the floor of one fence
-//! probe (serial reads of a key that does not exist), which every
-//! acknowledgement round adds after its create. Figures are medians over rounds, beside the
+//! objects of the bench's median object size (an acknowledgement costs its
+//! create and no request after it, rfcs/0006). Figures are medians over
+//! rounds, beside the
 //! baseline's own figures and, except on `memory://` (where a create costs
 //! next to nothing, so a ratio would only measure the bench's own
 //! overhead), the ratio to them ([`crate::bench_report`]).
@@ -84,13 +84,22 @@ pub struct BenchArgs {
     /// second (default: the library's, auto).
     #[arg(long)]
     early_seals: Option<String>,
+    /// The budget of hedged creates: auto, off, or a fraction of creates
+    /// (default: the library's, auto).
+    #[arg(long)]
+    hedge_creates: Option<String>,
     /// Delay every create by this much (e.g. "30ms"), as a remote store's
     /// round trip would.
     #[arg(long, value_parser = latency_arg)]
     put_latency: Option<Duration>,
-    /// Delay every read (fence probes, read-backs) by this much.
+    /// Delay every read (read-backs, recovery) by this much.
     #[arg(long, value_parser = latency_arg)]
     get_latency: Option<Duration>,
+    /// A heavy tail: every N-th create waits F times the put latency
+    /// (`N:F`, e.g. "100:10": 1% of creates 10x slower), to measure
+    /// hedged creates.
+    #[arg(long, value_name = "N:F", value_parser = tail_arg)]
+    put_tail: Option<(u64, u32)>,
     /// Serve the metrics as Prometheus text at http://HOST:PORT/metrics
     /// while the bench runs (port 0: a free port; printed first).
     #[arg(long, value_name = "HOST:PORT")]
@@ -112,9 +121,12 @@ pub async fn run(prefix: &str, args: BenchArgs) -> CliResult {
     let run_prefix = format!("{prefix}/bench-{}-{stamp}", std::process::id());
     store::prefix(&run_prefix)?;
     let dirs = NewDirs::before(&args.store, &run_prefix);
+    let (tail_every, tail_factor) = args.put_tail.unwrap_or((0, 1));
     let latency = Latency {
         put: args.put_latency.unwrap_or_default(),
         get: args.get_latency.unwrap_or_default(),
+        tail_every,
+        tail_factor,
     };
     let result = bench(&storage, latency, &run_prefix, &config, &args).await;
     if let Some(dirs) = dirs {
@@ -184,7 +196,22 @@ fn config(args: &BenchArgs) -> Result<Config, CliError> {
     if let Some(v) = &args.early_seals {
         overrides.insert("early_seals".into(), v.clone().into());
     }
+    if let Some(v) = &args.hedge_creates {
+        overrides.insert("hedge_creates".into(), v.clone().into());
+    }
     store::config(overrides)
+}
+
+/// A tail flag: every N-th create F times slower.
+fn tail_arg(s: &str) -> Result<(u64, u32), String> {
+    let bad = || format!("{s:?} is not N:F (every N-th create F times slower, e.g. 100:10)");
+    let (n, f) = s.split_once(':').ok_or_else(bad)?;
+    let n: u64 = n.trim().parse().map_err(|_| bad())?;
+    let f: u32 = f.trim().parse().map_err(|_| bad())?;
+    if n == 0 || f == 0 {
+        return Err(bad());
+    }
+    Ok((n, f))
 }
 
 /// A delay flag: a duration such as "30ms" or "1.5s", at most a minute.
@@ -423,9 +450,7 @@ fn remove_empty_dirs(dir: &std::path::Path) {
 /// (at most `seconds`; at least 5 and at most 1000 creates), kept until the
 /// last is timed (a log's directory holds its objects; creates into a
 /// directory emptied after each one measured a third of the cost on the
-/// file backend) and then deleted; then as many
-/// serial probes (reads of a key that does not exist, as a fence probe
-/// that finds no newer fence is), all through the bench's delays.
+/// file backend) and then deleted, all through the bench's delays.
 async fn baseline(
     storage: &Storage,
     latency: Latency,
@@ -452,21 +477,8 @@ async fn baseline(
         storage.delete(&format!("{prefix}/baseline/{n:08}")).await?;
     }
     latencies.sort_unstable();
-    let mut probes = Vec::with_capacity(latencies.len());
-    let missing = format!("{prefix}/baseline/fences/missing.fence");
-    while probes.len() < latencies.len() {
-        let sent = Instant::now();
-        match storage.read(&missing, 0..8).await {
-            Err(e) if e.is_not_found() => {}
-            Err(e) => return Err(e.into()),
-            Ok(_) => return Err(CliError::Failed(format!("{missing} exists"))),
-        }
-        probes.push(sent.elapsed().as_nanos() as u64);
-    }
-    probes.sort_unstable();
     Ok(Baseline {
         object_bytes: data.len() as u64,
         latencies,
-        probes,
     })
 }

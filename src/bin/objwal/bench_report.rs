@@ -1,9 +1,8 @@
 //! The figures of `objwal bench` and how they are printed: per round, then
 //! medians over rounds beside the baseline's own figures (serial raw
-//! creates of the median object size: its latency percentiles, its
-//! throughput one object at a time, one request per object; and one
-//! create plus one fence probe, what a lone durable append cannot beat)
-//! and, where it means something, the ratio to them.
+//! creates of the median object size: its latency percentiles, what a lone
+//! durable append cannot beat; its throughput one object at a time; one
+//! request per object) and, where it means something, the ratio to them.
 
 use objwal::{Config, EarlySeals};
 
@@ -36,8 +35,6 @@ pub struct Baseline {
     pub object_bytes: u64,
     /// Every create's latency in nanoseconds, sorted.
     pub latencies: Vec<u64>,
-    /// Every probe's latency (a read of a missing key) in nanoseconds, sorted.
-    pub probes: Vec<u64>,
 }
 
 /// The figures of a round.
@@ -52,6 +49,7 @@ struct Figures {
     objects_per_s: f64,
     reads_per_s: f64,
     requests_per_gib: f64,
+    requests_per_object: f64,
     object_bytes: f64,
 }
 
@@ -73,6 +71,11 @@ impl Round {
                 0.0
             } else {
                 self.requests.requests as f64 * GIB / self.bytes as f64
+            },
+            requests_per_object: if self.requests.creates == 0 {
+                0.0
+            } else {
+                self.requests.requests as f64 / self.requests.creates as f64
             },
             object_bytes: median_u64(&sizes) as f64,
         }
@@ -131,7 +134,20 @@ pub fn print_store(latency: Latency, remote: bool, config: &Config) {
             latency.get
         );
     }
+    if latency.tail_every > 0 {
+        out!(
+            "tail: every {}th create waits {}x ({:?})",
+            latency.tail_every,
+            latency.tail_factor,
+            latency.put * latency.tail_factor
+        );
+    }
     out!("early seals: {}", budget(config, remote));
+    let hedge = match config.hedge_creates.budget_for(remote) {
+        Some(fraction) => format!("up to {:.0}% of creates", fraction * 100.0),
+        None => "off".to_owned(),
+    };
+    out!("hedged creates: {hedge} ({:?})", config.hedge_creates);
 }
 
 /// The budget of early seals that `config` gives a store that charges per
@@ -180,13 +196,6 @@ pub fn print_summary(rounds: &[Round], baseline: &Baseline, ratios: bool) {
         create_p99_ms,
         create_max_ms
     );
-    let probe_ms = percentile_ms(&baseline.probes, 0.5);
-    out!(
-        "baseline probe: {} serial reads of a missing key: p50 {:.3} ms; create + probe p50 {:.3} ms",
-        baseline.probes.len(),
-        probe_ms,
-        create_ms + probe_ms
-    );
     out!(
         "{:<22} {:>16} {:>16} {:>12}",
         format!("median of {}", rounds.len()),
@@ -206,11 +215,6 @@ pub fn print_summary(rounds: &[Round], baseline: &Baseline, ratios: bool) {
     row("appends/s", med(|f| f.appends_per_s), None);
     row("MiB/s", med(|f| f.mib_per_s), Some(base_mib_per_s));
     row("latency p50 ms", med(|f| f.p50_ms), Some(create_ms));
-    row(
-        "p50 / create+probe",
-        med(|f| f.p50_ms),
-        Some(create_ms + probe_ms),
-    );
     row("latency p90 ms", med(|f| f.p90_ms), Some(create_p90_ms));
     row("latency p99 ms", med(|f| f.p99_ms), Some(create_p99_ms));
     row("latency max ms", med(|f| f.max_ms), Some(create_max_ms));
@@ -224,6 +228,11 @@ pub fn print_summary(rounds: &[Round], baseline: &Baseline, ratios: bool) {
         "requests per GiB",
         med(|f| f.requests_per_gib),
         Some(base_requests_per_gib),
+    );
+    row(
+        "requests per object",
+        med(|f| f.requests_per_object),
+        Some(1.0),
     );
     // The baseline creates objects of this very size: no ratio to show.
     line(

@@ -88,6 +88,10 @@ pub struct Latency {
     pub put: Duration,
     /// Before every ranged read.
     pub get: Duration,
+    /// Every this-many-th create (0: none) waits `tail_factor` times `put`.
+    pub tail_every: u64,
+    /// How much slower a tail create is.
+    pub tail_factor: u32,
 }
 
 impl Latency {
@@ -129,9 +133,11 @@ async fn delay(by: Duration) {
 #[async_trait::async_trait]
 impl ObjectStorage for Counting {
     async fn create(&self, key: &str, data: Bytes) -> Result<Created, StorageError> {
-        self.counters.creates.fetch_add(1, Ordering::Relaxed);
+        let n = self.counters.creates.fetch_add(1, Ordering::Relaxed) + 1;
         self.counters.sizes().push(data.len() as u64);
-        delay(self.latency.put).await;
+        let tail = self.latency.tail_every > 0 && n.is_multiple_of(self.latency.tail_every);
+        let factor = if tail { self.latency.tail_factor } else { 1 };
+        delay(self.latency.put * factor).await;
         self.inner.create(key, data).await
     }
 
@@ -173,11 +179,11 @@ mod tests {
         for latency in [
             Latency {
                 put: Duration::from_millis(30),
-                get: Duration::ZERO,
+                ..Latency::default()
             },
             Latency {
-                put: Duration::ZERO,
                 get: Duration::from_millis(30),
+                ..Latency::default()
             },
         ] {
             let (slow, _) = Counting::new(memory(), latency);
@@ -193,6 +199,7 @@ mod tests {
         let latency = Latency {
             put: Duration::from_millis(30),
             get: Duration::from_millis(7),
+            ..Latency::default()
         };
         let (slow, counters) = Counting::new(memory(), latency);
         let started = tokio::time::Instant::now();

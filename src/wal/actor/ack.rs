@@ -1,5 +1,5 @@
 //! Acknowledgement: indexing the landed batches at the front of the
-//! pipeline, in run order (rule R2 of rfcs/0006). An object is acknowledged
+//! pipeline, in run order (rule K2 of rfcs/0006). An object is acknowledged
 //! once it and every object of the run before it landed as this writer's
 //! own; no request follows its create. A newer process that walks the run
 //! meets every such object before the key it blocks, so it continues the

@@ -14,7 +14,7 @@
 //! ahead of the durable one and indexed objects lie below it, a tick writes
 //! one empty object that carries it (at most once per flush interval).
 //!
-//! Settle markers are never deleted (rule R5 of rfcs/0006): each keeps a
+//! Settle markers are never deleted (rule K5 of rfcs/0006): each keeps a
 //! writer that a newer process's walk stopped from ever holding its key, and
 //! that writer may still be running.
 

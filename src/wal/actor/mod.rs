@@ -20,13 +20,13 @@
 //! that may start, then ask the policy whether to seal.
 //!
 //! An object is acknowledged once it and every object of the run before it
-//! landed as this writer's own (rfcs/0006, R2): no request follows a create.
+//! landed as this writer's own (rfcs/0006, K2): no request follows a create.
 //! Outcomes of a create, by ack mode:
 //!
 //! | event                                 | durable mode                              | enqueued mode (and any stop)                 |
 //! |---------------------------------------|-------------------------------------------|----------------------------------------------|
 //! | landed (the batch, or its void)       | indexed in order, callers acked           | indexed in order; failing ends               |
-//! | a batch's create failed               | its callers fail; its void is created (R1) | repeated with the same bytes after a growing delay; *failing* |
+//! | a batch's create failed               | its callers fail; its void is created (K1) | repeated with the same bytes after a growing delay; *failing* |
 //! | a void's create failed                | *failing*: repeated after a delay; new appends refused, waiting batches voided | -                |
 //! | a newer process's object at the key   | fenced                                    | fenced                                       |
 //! | a foreign object at the key           | poisoned                                  | poisoned                                     |
@@ -65,6 +65,7 @@ use super::{Launch, Shared};
 mod ack;
 mod admit;
 mod collect;
+mod hedge;
 mod ledger;
 mod pinning;
 mod pipeline;
@@ -255,6 +256,7 @@ pub(crate) struct Actor {
     /// The sequence of the next batch to open.
     next_sequence: u64,
     pipeline: pipeline::Pipeline,
+    hedger: hedge::Hedger,
     backlog: Backlog,
     kept: Kept,
     /// Flush marks handed in since the last seal: they ride with the next
@@ -289,6 +291,9 @@ impl Actor {
             None => Budget::unlimited(now),
             Some(rate) => Budget::per_second(rate, config.max_inflight_creates as f64, now),
         };
+        let hedge_budget = config
+            .hedge_creates
+            .budget(launch.storage.charges_per_request());
         let boundary = launch.catalog.tip().map_or(0, |t| t.reclaim_boundary);
         let collected = launch.catalog.objects().next().map_or(0, |o| o.sequence);
         debug_assert!(config.max_inflight_creates as u64 <= super::protocol::WINDOW);
@@ -307,6 +312,7 @@ impl Actor {
             seal_at: None,
             next_sequence: launch.next_sequence,
             pipeline: pipeline::Pipeline::new(),
+            hedger: hedge::Hedger::new(hedge_budget, config.request_timeout),
             backlog: Backlog::default(),
             kept: Kept::default(),
             marks: BTreeMap::new(),

@@ -8,10 +8,10 @@
 //!   given up);
 //! - creates start in sequence order, at most `max_inflight_creates` at
 //!   once, only for the first [`WINDOW`] batches, and never behind a batch
-//!   that carries a jump (rule R3 of [`super::super::protocol`]);
+//!   that carries a jump (rule K3 of [`super::super::protocol`]);
 //! - a batch whose create failed in durable mode becomes its *void* (the
 //!   same header, marks and releases without the entries) and stays in place
-//!   until the void or the batch lands: its key is never abandoned (R1).
+//!   until the void or the batch lands: its key is never abandoned (K1).
 
 use std::collections::{BTreeMap, VecDeque};
 use std::future::Future;
@@ -105,7 +105,13 @@ impl Sealed {
 }
 
 /// A finished create of the batch of a sequence.
-pub(super) type CreateDone = (u64, CreateOutcome);
+#[derive(Debug)]
+pub(super) struct CreateDone {
+    pub(super) sequence: u64,
+    pub(super) outcome: CreateOutcome,
+    /// How long it took, when it landed with one request (for the hedger).
+    pub(super) took: Option<std::time::Duration>,
+}
 
 /// The sealed batches and their creates.
 pub(super) struct Pipeline {
@@ -259,7 +265,7 @@ impl Pipeline {
     }
 
     /// The next batch whose create may start now, if any: the first waiting
-    /// one, within the slots and the window (rule R3).
+    /// one, within the slots and the window (rule K3).
     pub(super) fn next_startable(&mut self, max_inflight: usize) -> Option<&mut Sealed> {
         if self.running >= max_inflight || self.waiting == 0 {
             return None;
@@ -412,7 +418,11 @@ mod tests {
     }
 
     async fn done(sequence: u64) -> CreateDone {
-        (sequence, CreateOutcome::Landed(0))
+        CreateDone {
+            sequence,
+            outcome: CreateOutcome::Landed(0),
+            took: None,
+        }
     }
 
     #[tokio::test]

@@ -1,6 +1,6 @@
 //! Sealing and creating: the policy's decision, a batch becoming an object,
 //! conditional creates, and what a failed create does in each ack mode
-//! (repeat the batch, or settle its key with its void: rule R1 of
+//! (repeat the batch, or settle its key with its void: rule K1 of
 //! rfcs/0006). Acknowledgement (indexing in run order) is in `ack.rs`.
 
 use tokio::task::JoinError;
@@ -204,7 +204,8 @@ impl Actor {
         {
             let sequence = sealed.sequence;
             let ours = sealed.ours();
-            let task = self.create_task(sequence, ours);
+            let hedge = self.hedger.starting();
+            let task = self.create_task(sequence, ours, hedge);
             self.pipeline.start(sequence, task);
         }
     }
@@ -213,21 +214,68 @@ impl Actor {
         &self,
         sequence: u64,
         ours: Vec<bytes::Bytes>,
+        hedge: Option<(std::time::Duration, std::sync::Arc<super::hedge::Budget>)>,
     ) -> impl std::future::Future<Output = CreateDone> + Send + 'static {
         let storage = self.storage.clone();
         let key = self.prefix.object_key(sequence);
         let epoch = self.epoch;
+        let hedged = self.metrics.hedged_creates.clone();
         let span = tracing::debug_span!("create", key = %key, bytes = ours.first().map_or(0, |b| b.len()), void = ours.len() > 1);
         async move {
-            let outcome = create_data_object(&storage, &key, &ours, epoch).await;
-            (sequence, outcome)
+            let started = Instant::now();
+            let first = create_data_object(&storage, &key, &ours, epoch);
+            tokio::pin!(first);
+            let Some((after, budget)) = hedge else {
+                let outcome = first.await;
+                let took = matches!(outcome, CreateOutcome::Landed(_)).then(|| started.elapsed());
+                return CreateDone { sequence, outcome, took };
+            };
+            tokio::select! {
+                outcome = &mut first => {
+                    let took = matches!(outcome, CreateOutcome::Landed(_)).then(|| started.elapsed());
+                    return CreateDone { sequence, outcome, took };
+                }
+                () = tokio::time::sleep(after) => {}
+            }
+            if !budget.try_take() {
+                let outcome = first.await;
+                let took = matches!(outcome, CreateOutcome::Landed(_)).then(|| started.elapsed());
+                return CreateDone { sequence, outcome, took };
+            }
+            // The same bytes to the same key (rfcs/0006, "Hedged creates"):
+            // the first definitive answer wins; a failure waits for the
+            // other request.
+            hedged.increment(1);
+            tracing::debug!(?after, "hedging a slow create");
+            let second = create_data_object(&storage, &key, &ours, epoch);
+            tokio::pin!(second);
+            let outcome = tokio::select! {
+                outcome = &mut first => match outcome {
+                    CreateOutcome::Failed(_) => second.await,
+                    other => other,
+                },
+                outcome = &mut second => match outcome {
+                    CreateOutcome::Failed(_) => first.await,
+                    other => other,
+                },
+            };
+            CreateDone { sequence, outcome, took: None }
         }
         .instrument(span)
     }
 
     pub(super) fn on_create_done(&mut self, done: Result<CreateDone, JoinError>) {
         match done {
-            Ok((sequence, outcome)) => self.on_created(sequence, outcome),
+            Ok(CreateDone {
+                sequence,
+                outcome,
+                took,
+            }) => {
+                if let Some(took) = took {
+                    self.hedger.landed(took);
+                }
+                self.on_created(sequence, outcome)
+            }
             Err(e) if e.is_cancelled() => {}
             Err(e) => self.poison(Error::Poisoned {
                 reason: format!("a create task failed: {e}").into(),
@@ -307,7 +355,7 @@ impl Actor {
 
     /// Durable mode: the batch of `sequence` will not be created by this
     /// life's requests alone. Its key is settled by its void from now on
-    /// (rule R1): the batch without its entries, carrying its release
+    /// (rule K1): the batch without its entries, carrying its release
     /// records and flush marks. Whichever of the two lands decides; its
     /// callers wait for that unless answered already.
     pub(super) fn settle_with_void(&mut self, sequence: u64) {

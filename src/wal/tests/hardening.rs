@@ -589,7 +589,7 @@ async fn an_older_marker_landing_four_times_never_poisons_a_newer_enqueued_write
 /// Issue 20: the newer process's start object carried a boundary above its
 /// own settle marker, and collection deleted the marker: the older writer's
 /// next create landed on the freed key and was acknowledged, though the
-/// newer process's chain never held it. Settle markers stay (rule R5).
+/// newer process's chain never held it. Settle markers stay (rule K5).
 #[tokio::test(start_paused = true)]
 async fn a_settle_marker_is_never_collected() {
     let inner = Storage::new(MemoryStorage::new());

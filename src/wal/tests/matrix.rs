@@ -137,7 +137,7 @@ async fn lost_response() {
     assert_eq!(read(&t.open().await, 1).await, ["a"]);
 }
 
-/// Only the failed batch fails: its void settles its key (rule R1 of
+/// Only the failed batch fails: its void settles its key (rule K1 of
 /// rfcs/0006), and the batches after it, landed or still in flight, are
 /// acknowledged once it is settled.
 async fn transient_failure_fails_the_pipeline() {

@@ -19,6 +19,7 @@ mod collect;
 mod fencing;
 mod fencing_model;
 mod hardening;
+mod hedging;
 mod lifecycle;
 mod matrix;
 mod matrix_enqueued;

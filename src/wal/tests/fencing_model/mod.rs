@@ -14,7 +14,7 @@
 //! The tests: the protocol holds over a matrix of bounds, in both ack modes
 //! and with two and three processes; turning off any one rule makes it fail
 //! with a shortest trace. Collection is abstracted away (rfcs/0005 argues
-//! it) except the one deletion R5 forbids, and the walk tries one key at a
+//! it) except the one deletion K5 forbids, and the walk tries one key at a
 //! time (rounds of several keys only try more keys at once).
 
 mod explore;
@@ -162,7 +162,7 @@ fn the_walk_is_needed() {
         walk: false,
         ..Rules::ALL
     };
-    needed("the walk (R4)", rules, &matrix());
+    needed("the walk (K4)", rules, &matrix());
 }
 
 #[test]
@@ -171,7 +171,7 @@ fn adopting_a_listed_object_after_an_adopted_one_is_needed() {
         adopt_listed: false,
         ..Rules::ALL
     };
-    needed("adopting listed objects in the walk (R4)", rules, &matrix());
+    needed("adopting listed objects in the walk (K4)", rules, &matrix());
 }
 
 #[test]
@@ -180,7 +180,7 @@ fn settling_a_failed_key_is_needed() {
         resolve: false,
         ..Rules::ALL
     };
-    needed("voids (R1)", rules, &matrix());
+    needed("voids (K1)", rules, &matrix());
 }
 
 #[test]
@@ -189,7 +189,7 @@ fn in_order_acknowledgement_is_needed() {
         in_order: false,
         ..Rules::ALL
     };
-    needed("in-order acknowledgement (R2)", rules, &matrix());
+    needed("in-order acknowledgement (K2)", rules, &matrix());
 }
 
 #[test]
@@ -199,7 +199,7 @@ fn the_window_is_needed() {
         ..Rules::ALL
     };
     needed(
-        "the window (R3)",
+        "the window (K3)",
         rules,
         &[Bounds {
             seals: 4,
@@ -217,5 +217,5 @@ fn keeping_settle_markers_is_needed() {
         keep_markers: false,
         ..Rules::ALL
     };
-    needed("keeping settle markers (R5)", rules, &matrix());
+    needed("keeping settle markers (K5)", rules, &matrix());
 }

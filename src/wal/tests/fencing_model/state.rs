@@ -54,7 +54,7 @@ pub(super) struct Batch {
     pub(super) key: u8,
     pub(super) link: (u8, u8),
     pub(super) jump: Option<u8>,
-    /// Its key is settled by its void from now on (R1).
+    /// Its key is settled by its void from now on (K1).
     pub(super) voided: bool,
     pub(super) flight: Flight,
 }

@@ -16,18 +16,18 @@ use super::state::{bit, Batch, Flight, Ghost, Kind, Obj, Phase, Proc, State, KEY
 /// The rules of rfcs/0006, each of which a mutation turns off.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) struct Rules {
-    /// R4: the opener walks the listed tip's run and settles its next key.
+    /// K4: the opener walks the listed tip's run and settles its next key.
     pub(super) walk: bool,
-    /// R4: a listed object that continues the chain after an adopted one is
+    /// K4: a listed object that continues the chain after an adopted one is
     /// adopted too (the first version stopped at any listed object).
     pub(super) adopt_listed: bool,
-    /// R1: a failed key is settled by a void, never abandoned.
+    /// K1: a failed key is settled by a void, never abandoned.
     pub(super) resolve: bool,
-    /// R2: acknowledgement in run order.
+    /// K2: acknowledgement in run order.
     pub(super) in_order: bool,
-    /// R3: creates within the window of unacknowledged keys.
+    /// K3: creates within the window of unacknowledged keys.
     pub(super) window: bool,
-    /// R5: settle markers are never collected.
+    /// K5: settle markers are never collected.
     pub(super) keep_markers: bool,
 }
 
@@ -87,7 +87,7 @@ pub(super) enum Action {
     Ack(u8),
     Crash(u8),
     GhostLands(u8),
-    /// Collection deletes a settle marker (only with R5 off).
+    /// Collection deletes a settle marker (only with K5 off).
     Collect {
         p: u8,
         key: u8,
@@ -614,8 +614,8 @@ impl Model {
         None
     }
 
-    /// Acknowledges (indexes) landed batches: the front ones in order (R2),
-    /// or, with R2 off, the first landed one wherever it is.
+    /// Acknowledges (indexes) landed batches: the front ones in order (K2),
+    /// or, with K2 off, the first landed one wherever it is.
     fn ack(&self, s: &mut State, p: u8) -> Option<Violation> {
         let proc = &mut s.procs[usize::from(p)];
         let mut done = Vec::new();
