@@ -7,7 +7,9 @@
 //! numbers (parse them as integers, not doubles: ids near 2^64 exceed 2^53).
 
 use bytes::Bytes;
-use objwal::format::{entry_id, position_of, Header, Link, Object, ReleaseRecord, Segment};
+use objwal::format::{
+    entry_id, position_of, Header, Link, MarkRecord, Object, ReleaseRecord, Segment,
+};
 use serde::{Deserialize, Serialize};
 
 /// The formula of [`Data::Pattern`], spelled out in every JSON that uses it.
@@ -32,8 +34,20 @@ pub struct FixtureDesc {
     pub header: HeaderDesc,
     /// The ordinary regions' segments, in region order.
     pub segments: Vec<SegmentDesc>,
+    /// The mark records (absent or empty: no marks segment; fixtures made
+    /// before marks existed have none).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub marks: Vec<MarkDesc>,
     /// The release records (empty: no release segment).
     pub releases: Vec<ReleaseDesc>,
+}
+
+/// One mark record (region `u64::MAX`: the jump).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MarkDesc {
+    pub region: u64,
+    pub watermark: u64,
 }
 
 /// The header fields.
@@ -183,6 +197,14 @@ impl FixtureDesc {
                         .collect(),
                 })
                 .collect(),
+            marks: object
+                .marks
+                .iter()
+                .map(|m| MarkDesc {
+                    region: m.region,
+                    watermark: m.watermark,
+                })
+                .collect(),
             releases: object
                 .releases
                 .iter()
@@ -225,7 +247,14 @@ impl FixtureDesc {
                 reclaim_boundary: h.reclaim_boundary,
             },
             segments,
-            marks: Vec::new(),
+            marks: self
+                .marks
+                .iter()
+                .map(|m| MarkRecord {
+                    region: m.region,
+                    watermark: m.watermark,
+                })
+                .collect(),
             releases: self
                 .releases
                 .iter()

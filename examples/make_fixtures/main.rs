@@ -16,8 +16,8 @@ use std::path::PathBuf;
 
 use bytes::Bytes;
 use objwal::format::{
-    decode, encode, entry_id, Header, Link, Object, ReleaseRecord, Segment, MAX_POSITION,
-    MAX_SEQUENCE,
+    decode, encode, entry_id, Header, Link, MarkRecord, Object, ReleaseRecord, Segment, JUMP,
+    MAX_POSITION, MAX_SEQUENCE,
 };
 
 #[path = "desc.rs"]
@@ -164,7 +164,40 @@ fn fixtures() -> Vec<(&'static str, &'static str, Object)> {
                 releases: vec![],
             },
         ),
+        (
+            "marks_and_jump",
+            "Flush marks of two regions and the writer's jump in the marks segment (region \
+             2^64 - 256), in region order before a region above it, and a release segment.",
+            Object {
+                header: header(77, 3, Some((76, 3)), 70),
+                segments: vec![
+                    segment(77, 5, &[(1, b"kept")]),
+                    segment(77, u64::MAX - 2, &[(1, b"a high region")]),
+                ],
+                marks: vec![
+                    mark(5, entry_id(70, 9)),
+                    mark(9, entry_id(77, 1)),
+                    mark(JUMP, entry_id(5000, 1)),
+                ],
+                releases: vec![release(8, entry_id(60, 2))],
+            },
+        ),
+        (
+            "settle_marker",
+            "A settle marker: empty, its link names epoch 0 (no writer has it), so it \
+             completes no chain.",
+            Object {
+                header: header(12, 4, Some((11, 0)), 0),
+                segments: vec![],
+                marks: Vec::new(),
+                releases: vec![],
+            },
+        ),
     ]
+}
+
+fn mark(region: u64, watermark: u64) -> MarkRecord {
+    MarkRecord { region, watermark }
 }
 
 fn main() -> Result<(), Box<dyn Error>> {

@@ -83,10 +83,21 @@ pub fn encode(object: &Object) -> Result<Bytes, FormatError> {
     check_header(header, &HEADER_FIELDS, 0)?;
     let sequence = header.sequence;
 
-    // Pass 1: check everything and compute the exact size.
+    // Pass 1: check everything and compute the exact size. The marks
+    // segment takes its place in region order among the ordinary segments
+    // (`marks_at` of them come before it); the release segment is last.
+    let marks_at = object
+        .segments
+        .partition_point(|s| s.region < MARKS_REGION);
     let mut offset = HEADER_LEN as u64;
     let mut prev_region: Option<u64> = None;
-    for segment in &object.segments {
+    let mut mark_data_len = None;
+    for (i, segment) in object.segments.iter().enumerate() {
+        if i == marks_at && !object.marks.is_empty() {
+            let data_len = marks::checked_data_len(&object.marks, offset)?;
+            offset = offset.saturating_add(ENTRY_OVERHEAD as u64 + data_len);
+            mark_data_len = Some(data_len);
+        }
         if is_reserved_region(segment.region) || prev_region.is_some_and(|p| segment.region <= p) {
             return Err(FormatError::invalid(
                 "segment.region",
@@ -100,13 +111,11 @@ pub fn encode(object: &Object) -> Result<Bytes, FormatError> {
         prev_region = Some(segment.region);
         offset = offset.saturating_add(checked_len(&segment.entries, sequence, offset)?);
     }
-    let mark_data_len = if object.marks.is_empty() {
-        None
-    } else {
+    if marks_at == object.segments.len() && !object.marks.is_empty() {
         let data_len = marks::checked_data_len(&object.marks, offset)?;
         offset = offset.saturating_add(ENTRY_OVERHEAD as u64 + data_len);
-        Some(data_len)
-    };
+        mark_data_len = Some(data_len);
+    }
     let release_data_len = if object.releases.is_empty() {
         None
     } else {
@@ -151,7 +160,13 @@ pub fn encode(object: &Object) -> Result<Bytes, FormatError> {
             crc,
         });
     };
-    for segment in &object.segments {
+    for (i, segment) in object.segments.iter().enumerate() {
+        if i == marks_at {
+            if let Some(data_len) = mark_data_len {
+                let (hasher, start, id) = marks_frame(&mut out, sequence, &object.marks, data_len);
+                seal(hasher, &out, MARKS_REGION, (id, id), start, 1);
+            }
+        }
         let start = out.len();
         let hasher = encode_frames(&segment.entries, &mut out);
         let first = segment.entries.first().map_or(0, |e| e.0);
@@ -160,16 +175,11 @@ pub fn encode(object: &Object) -> Result<Bytes, FormatError> {
         let count = segment.entries.len() as u32;
         seal(hasher, &out, segment.region, (first, last), start, count);
     }
-    if let Some(data_len) = mark_data_len {
-        let start = out.len();
-        let id = entry_id(sequence, 1);
-        out.extend_from_slice(&id.to_le_bytes());
-        // checked_data_len bounds data_len by u32::MAX.
-        out.extend_from_slice(&(data_len as u32).to_le_bytes());
-        marks::encode_records(&object.marks, &mut out);
-        let mut hasher = crc32fast::Hasher::new();
-        hasher.update(out.get(start..).unwrap_or_default());
-        seal(hasher, &out, MARKS_REGION, (id, id), start, 1);
+    if marks_at == object.segments.len() {
+        if let Some(data_len) = mark_data_len {
+            let (hasher, start, id) = marks_frame(&mut out, sequence, &object.marks, data_len);
+            seal(hasher, &out, MARKS_REGION, (id, id), start, 1);
+        }
     }
     if let Some(data_len) = release_data_len {
         let start = out.len();
@@ -201,6 +211,25 @@ pub fn encode(object: &Object) -> Result<Bytes, FormatError> {
     debug_assert_eq!(out.len(), total);
     debug_assert_eq!(out.capacity(), total);
     Ok(Bytes::from(out))
+}
+
+/// Writes the marks segment's one frame (`data_len` checked, at most
+/// `u32::MAX`); returns the CRC state of its bytes, where it starts and
+/// its entry id.
+fn marks_frame(
+    out: &mut Vec<u8>,
+    sequence: u64,
+    records: &[MarkRecord],
+    data_len: u64,
+) -> (crc32fast::Hasher, usize, u64) {
+    let start = out.len();
+    let id = entry_id(sequence, 1);
+    out.extend_from_slice(&id.to_le_bytes());
+    out.extend_from_slice(&(data_len as u32).to_le_bytes());
+    marks::encode_records(records, out);
+    let mut hasher = crc32fast::Hasher::new();
+    hasher.update(out.get(start..).unwrap_or_default());
+    (hasher, start, id)
 }
 
 /// Decodes a whole object, checking every CRC and every rule; the header and

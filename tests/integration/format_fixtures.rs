@@ -5,8 +5,9 @@ use std::path::PathBuf;
 
 use bytes::Bytes;
 use objwal::format::{
-    decode, decode_footer, decode_header, decode_releases, decode_segment, decode_tail, encode,
-    encoded_len, Tail, TailDecode, FOOTER_ENTRY_LEN, RELEASE_REGION, TRAILER_LEN,
+    decode, decode_footer, decode_header, decode_marks, decode_releases, decode_segment,
+    decode_tail, encode, encoded_len, Tail, TailDecode, FOOTER_ENTRY_LEN, MARKS_REGION,
+    RELEASE_REGION, TRAILER_LEN,
 };
 
 #[path = "../../examples/make_fixtures/desc.rs"]
@@ -68,6 +69,8 @@ fn the_required_fixtures_are_all_present() {
         "high_sequence",
         "max_sequence",
         "link_and_boundary",
+        "marks_and_jump",
+        "settle_marker",
     ] {
         assert!(
             names.iter().any(|n| n == required),
@@ -112,7 +115,9 @@ fn tail_windows_of_every_kind_give_the_described_index() {
     for f in load() {
         let name = &f.desc.name;
         let object = f.desc.to_object().unwrap();
-        let segment_count = object.segments.len() + usize::from(!object.releases.is_empty());
+        let segment_count = object.segments.len()
+            + usize::from(!object.marks.is_empty())
+            + usize::from(!object.releases.is_empty());
         let tail_len = TRAILER_LEN + FOOTER_ENTRY_LEN * segment_count;
         let windows = [
             TRAILER_LEN,  // trailer only: needs the footer unless there is none
@@ -144,6 +149,10 @@ fn tail_windows_of_every_kind_give_the_described_index() {
         }
         assert_eq!(whole.header(), &object.header, "{name}");
         let mut regions: Vec<u64> = object.segments.iter().map(|s| s.region).collect();
+        if !object.marks.is_empty() {
+            regions.push(MARKS_REGION);
+            regions.sort_unstable();
+        }
         if !object.releases.is_empty() {
             regions.push(RELEASE_REGION);
         }
@@ -161,6 +170,11 @@ fn tail_windows_of_every_kind_give_the_described_index() {
         assert_eq!(
             whole.release_segment().is_some(),
             !object.releases.is_empty(),
+            "{name}"
+        );
+        assert_eq!(
+            whole.marks_segment().is_some(),
+            !object.marks.is_empty(),
             "{name}"
         );
     }
@@ -182,6 +196,12 @@ fn every_segment_decodes_alone_to_its_description() {
                 assert_eq!(
                     decode_releases(&seg, index, sequence).unwrap(),
                     object.releases,
+                    "{name}"
+                );
+            } else if index.is_marks() {
+                assert_eq!(
+                    decode_marks(&seg, index, sequence).unwrap(),
+                    object.marks,
                     "{name}"
                 );
             } else {
