@@ -373,8 +373,20 @@ impl Wal {
     }
 
     /// Marks the entries of `region` up to `id` obsolete (flushed by the
-    /// engine): they are hidden from reads and their objects become
+    /// engine): they are hidden from reads at once and their objects become
     /// collectable. A watermark never moves down.
+    ///
+    /// The mark is durable with the next object this log writes (for any
+    /// reason; `stop` writes one for marks still waiting), without a request
+    /// of its own: after a restart reads hide through it and collection
+    /// uses it without the engine repeating it. A crash before that object
+    /// forgets the marks handed in since the last one: those entries read
+    /// again (except where their objects were already collected) until the
+    /// engine hands the mark in again, as it should on every open. In
+    /// enqueued mode a mark is clamped to the region's durable id. An `id`
+    /// above every id handed out (an import's floor) also moves this log's
+    /// ids above it: nothing admitted after this call returns gets an id at
+    /// or below `id` (rfcs/0005, "Flush marks").
     pub async fn obsolete(&self, region: RegionId, id: EntryId) -> Result<(), Error> {
         self.call(|reply| Command::Obsolete { region, id, reply })
             .await
