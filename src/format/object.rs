@@ -86,9 +86,7 @@ pub fn encode(object: &Object) -> Result<Bytes, FormatError> {
     // Pass 1: check everything and compute the exact size. The marks
     // segment takes its place in region order among the ordinary segments
     // (`marks_at` of them come before it); the release segment is last.
-    let marks_at = object
-        .segments
-        .partition_point(|s| s.region < MARKS_REGION);
+    let marks_at = object.segments.partition_point(|s| s.region < MARKS_REGION);
     let mut offset = HEADER_LEN as u64;
     let mut prev_region: Option<u64> = None;
     let mut mark_data_len = None;

@@ -5,6 +5,7 @@
 #[cfg(feature = "cli")]
 mod cli;
 mod common;
+mod compatibility_logs;
 #[cfg(feature = "cli")]
 mod crash_gate;
 mod embedding;
