@@ -117,8 +117,10 @@ pub enum Error {
         message: String,
     },
 
-    /// A storage request failed.
-    #[error("storage request failed: {source}")]
+    /// A storage request failed. It prints as the [`StorageError`] does
+    /// (one line: the key, the kind, the cause and, where known, the fix),
+    /// and its source is that error's source.
+    #[error(transparent)]
     Storage {
         /// The backend's error.
         #[from]

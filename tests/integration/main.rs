@@ -25,5 +25,6 @@ mod replay;
 mod soak;
 mod storage_conformance;
 mod storage_crash;
+mod storage_errors;
 mod wal_basic;
 mod wal_concurrency;

@@ -129,7 +129,7 @@ impl From<objwal::Error> for CliError {
 
 impl From<objwal::StorageError> for CliError {
     fn from(e: objwal::StorageError) -> Self {
-        CliError::Failed(format!("storage request failed: {e}"))
+        CliError::Failed(e.to_string())
     }
 }
 
