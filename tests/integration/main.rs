@@ -21,6 +21,7 @@ mod pinning;
 mod prefetch;
 mod quarantine;
 mod replay;
+mod runtime;
 #[cfg(feature = "cli")]
 mod soak;
 mod storage_conformance;
