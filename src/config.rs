@@ -63,6 +63,22 @@ pub enum DamagePolicy {
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct Config {
+    /// What [`Wal::open`](crate::Wal::open) does with a prefix that holds no
+    /// log: start one (`true`, the default) or fail with
+    /// [`Error::NoLog`](crate::Error::NoLog), which names the prefixes of
+    /// the store that do hold one, before anything is written.
+    ///
+    /// A prefix holds a log when at least one key under it is one of its
+    /// objects or fences (`<prefix>/objects/<20 digits>.wal`,
+    /// `<prefix>/fences/<20 digits>.fence`); a log opened once keeps its
+    /// fence forever, even when every object was collected. With `false`
+    /// a restart that mistyped its prefix (`Kv` for `kv`) fails instead of
+    /// replaying nothing from a new, empty log and leaving it behind. Costs
+    /// one listing of the prefix's fences per open (and of its objects when
+    /// there is no fence); the store-wide listing that names the other logs
+    /// is made only when the open fails. [`WalReader`](crate::WalReader)
+    /// creates nothing in any case and ignores it.
+    pub create_if_missing: bool,
     /// Seal the open batch this long after it was opened, when it is not empty.
     ///
     /// Trades latency for requests. A durable append that does not fill a
@@ -265,6 +281,7 @@ impl serde::Serialize for EarlySeals {
 impl Default for Config {
     fn default() -> Self {
         Config {
+            create_if_missing: true,
             flush_interval: Duration::from_millis(100),
             max_batch_bytes: 8 << 20,
             ack_mode: AckMode::Durable,
@@ -295,7 +312,8 @@ pub const MAX_BATCH_BYTES_LIMIT: u64 = 1 << 30;
 pub const MIN_REPLAY_BUFFER_BYTES: u64 = 64 << 10;
 
 impl Config {
-    /// Refuses values that cannot work, naming the field.
+    /// Refuses values that cannot work, naming the field. (The flags,
+    /// `create_if_missing` and `retry_jitter`, work either way.)
     pub fn validate(&self) -> Result<(), Error> {
         let refuse =
             |field: &'static str, message: String| Err(Error::InvalidConfig { field, message });
@@ -519,6 +537,10 @@ mod tests {
         assert_eq!(c.replay_concurrency, 16);
         assert_eq!(c.replay_buffer_bytes, 64 << 20);
         assert_eq!(c.max_pinned_objects, 256);
+        assert!(c.create_if_missing);
+        let c: Config = serde_json::from_str(r#"{"create_if_missing":false}"#).unwrap();
+        assert!(!c.create_if_missing);
+        c.validate().unwrap();
         let c: Config = serde_json::from_str(r#"{"on_damaged_object":"quarantine"}"#).unwrap();
         assert_eq!(c.on_damaged_object, DamagePolicy::Quarantine);
         assert!(serde_json::from_str::<Config>(r#"{"on_damaged_object":"skip"}"#).is_err());

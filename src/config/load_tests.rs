@@ -149,7 +149,7 @@ fn bad_environment_variables_are_named() {
         (
             &[("OBJWAL_FLUSH_INTERVALL", "1s")][..],
             "",
-            "environment variable OBJWAL_FLUSH_INTERVALL: names no config field (known: OBJWAL_FLUSH_INTERVAL,",
+            "environment variable OBJWAL_FLUSH_INTERVALL: names no config field (known: OBJWAL_CREATE_IF_MISSING, OBJWAL_FLUSH_INTERVAL,",
         ),
         (
             &[("OBJWAL_flush_interval", "1s")],

@@ -32,6 +32,7 @@ pub(crate) mod create;
 pub mod damage;
 mod fence;
 mod handoff;
+mod open_mode;
 mod policy;
 mod pressure;
 mod protocol;
@@ -199,7 +200,10 @@ impl std::fmt::Debug for Wal {
 impl Wal {
     /// Opens the log under `prefix`: recovers its history from the objects'
     /// tails, claims the prefix with a start object of a new epoch, and
-    /// starts the actor.
+    /// starts the actor. A prefix that holds no log gets a new one, or,
+    /// with [`Config::create_if_missing`] `false`, the open fails with
+    /// [`Error::NoLog`] naming the prefixes that hold one, before anything
+    /// is written.
     ///
     /// It must be called inside a tokio runtime (outside one it fails at
     /// once, writing nothing), and
@@ -216,6 +220,11 @@ impl Wal {
         config.validate()?;
         let prefix = Prefix::new(prefix)?;
         let span = tracing::info_span!("open", prefix = %prefix);
+        if !config.create_if_missing {
+            open_mode::require_log(&storage, &prefix)
+                .instrument(span.clone())
+                .await?;
+        }
         remove_leftovers(&storage, &prefix)
             .instrument(span.clone())
             .await;

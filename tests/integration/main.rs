@@ -16,6 +16,7 @@ mod format_roundtrip;
 mod handoff;
 mod hostile_input;
 mod model;
+mod open_modes;
 mod open_reads;
 mod pinning;
 mod prefetch;

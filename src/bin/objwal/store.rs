@@ -4,9 +4,9 @@
 //! the field. Commands that read (and `bench`) open a `file://` store only
 //! when its directory exists, so that a mistyped path is not created; a
 //! file where the directory should be is named as such. A prefix without
-//! objects is refused with the prefixes that do hold objects.
+//! objects is refused with the prefixes that do hold a log.
 
-use objwal::storage::keys::Prefix;
+use objwal::storage::keys::{Logs, Prefix};
 use objwal::{Config, ObjectMeta, ObjectStorage, Storage};
 
 use crate::CliError;
@@ -33,26 +33,21 @@ pub fn open(url: &str, must_exist: bool) -> Result<Storage, CliError> {
 }
 
 /// The objects under `prefix`, refusing (exit 2) a prefix that holds none
-/// with the prefixes of this store that do. Lists the whole store only on
-/// that path.
+/// with the prefixes of this store that hold a log (the library's finding,
+/// [`Logs`], which `Wal::open` names too when `create_if_missing` is
+/// false). Lists the whole store only on that path.
 pub async fn objects(storage: &Storage, prefix: &Prefix) -> Result<Vec<ObjectMeta>, CliError> {
     let listed = storage.list(&prefix.objects_prefix()).await?;
     if !listed.is_empty() {
         return Ok(listed);
     }
-    let mut found = std::collections::BTreeSet::new();
-    for meta in storage.list("").await? {
-        if let Some((p, _)) = meta.key.rsplit_once("/objects/") {
-            if Prefix::new(p).is_ok_and(|p| p.parse_object_key(&meta.key).is_some()) {
-                found.insert(p.to_owned());
-            }
-        }
-    }
-    let hint = if found.is_empty() {
+    let everything = storage.list("").await?;
+    let logs = Logs::find(everything.iter().map(|m| m.key.as_str()));
+    let hint = if logs.prefixes.is_empty() {
         "the store holds no objwal log".to_owned()
     } else {
-        let names: Vec<String> = found.iter().map(|p| format!("--prefix {p}")).collect();
-        format!("prefixes with objects here: {}", names.join(", "))
+        let names: Vec<String> = logs.prefixes.iter().map(|p| format!("--prefix {p}")).collect();
+        format!("prefixes holding a log here: {}", names.join(", "))
     };
     Err(CliError::Usage(format!(
         "no objects under prefix {prefix:?}; {hint}",
