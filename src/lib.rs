@@ -60,6 +60,9 @@
 //! }
 //! ```
 //!
+//! An engine that is not async uses [`blocking::Wal`]: the same calls as
+//! plain functions, on a runtime the handle brings (no `#[tokio::main]`).
+//!
 //! # Architecture in ten lines
 //!
 //! ```text
@@ -242,6 +245,7 @@
 //! `objwal = { version = "0.1", default-features = false }`.
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+pub mod blocking;
 #[doc(hidden)]
 pub mod catalog;
 #[doc(hidden)]

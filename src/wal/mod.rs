@@ -206,7 +206,7 @@ impl Wal {
     /// is written.
     ///
     /// It must be called inside a tokio runtime (outside one it fails at
-    /// once, writing nothing), and
+    /// once, writing nothing; [`crate::blocking::Wal`] brings its own), and
     /// the store lives on that runtime: once the runtime shuts down, every
     /// call fails with an [`Error::Stopped`] that says so.
     ///
