@@ -46,7 +46,11 @@ pub async fn objects(storage: &Storage, prefix: &Prefix) -> Result<Vec<ObjectMet
     let hint = if logs.prefixes.is_empty() {
         "the store holds no objwal log".to_owned()
     } else {
-        let names: Vec<String> = logs.prefixes.iter().map(|p| format!("--prefix {p}")).collect();
+        let names: Vec<String> = logs
+            .prefixes
+            .iter()
+            .map(|p| format!("--prefix {p}"))
+            .collect();
         format!("prefixes holding a log here: {}", names.join(", "))
     };
     Err(CliError::Usage(format!(
