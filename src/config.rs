@@ -153,8 +153,11 @@ pub struct Config {
     /// Early seals per second: a batch that is not full is sealed as soon
     /// as a create could start, while this budget has a token (timer seals
     /// take a token too). `"auto"` (the default) is unlimited on backends
-    /// without a per-request price (a local directory, memory) and one per
-    /// `flush_interval` elsewhere; `"unlimited"`; `"off"` (only size and
+    /// without a per-request price (a local directory, memory, a cloud URL
+    /// whose endpoint can only be self-hosted: loopback, a private address,
+    /// a name without a dot or under `.local`, `.internal`, `.svc`; see
+    /// [`ObjectStorage::charges_per_request`](crate::ObjectStorage::charges_per_request))
+    /// and one per `flush_interval` elsewhere; `"unlimited"`; `"off"` (only size and
     /// timer seal: every durable append waits for the timer); or a number
     /// per second. More early seals: lower latency for a light load, more
     /// requests (on S3, more PUTs per second when the load is light).
@@ -218,7 +221,8 @@ pub struct Config {
 /// The budget of early seals (see [`Config::early_seals`]).
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub enum EarlySeals {
-    /// Unlimited where requests cost nothing, one per `flush_interval` elsewhere.
+    /// Unlimited where requests cost nothing (a local directory, memory, a
+    /// self-hosted endpoint), one per `flush_interval` elsewhere.
     #[default]
     Auto,
     /// Seal whenever a create could start.

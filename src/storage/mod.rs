@@ -25,6 +25,8 @@ use std::sync::Arc;
 use bytes::Bytes;
 
 #[cfg(any(feature = "object_store", feature = "opendal"))]
+mod billing;
+#[cfg(any(feature = "object_store", feature = "opendal"))]
 mod explain;
 mod file;
 #[doc(hidden)]
@@ -283,7 +285,10 @@ pub trait ObjectStorage: Send + Sync + fmt::Debug + 'static {
     /// remote object store. It sets the default budget of early seals
     /// (`Config::early_seals`): unlimited where requests cost nothing, one
     /// per flush interval elsewhere. Defaults to `true`; a local backend
-    /// says `false`.
+    /// says `false`, and so does a cloud URL whose endpoint can only be a
+    /// self-hosted server (loopback, a private or link-local address, a
+    /// name without a dot or under `.local`, `.internal`, `.svc`, ...:
+    /// rfcs/0008-sealing.md).
     fn charges_per_request(&self) -> bool {
         true
     }
