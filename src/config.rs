@@ -20,6 +20,7 @@ mod load;
 /// When `append` returns.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum AckMode {
     /// Once the entries' object and every earlier one are durable and indexed.
     #[default]
@@ -31,6 +32,7 @@ pub enum AckMode {
 /// What a read does with a segment whose CRC still fails after a second fetch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum CorruptionPolicy {
     /// Record a hole, count it, log it, and go on with the next segment.
     #[default]
@@ -44,6 +46,7 @@ pub enum CorruptionPolicy {
 /// epoch, a sequence that is not its key's).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum DamagePolicy {
     /// Fail the open, naming the object: nothing about it can be trusted,
     /// and an operator should look before anything is given up.
@@ -220,6 +223,7 @@ pub struct Config {
 
 /// The budget of early seals (see [`Config::early_seals`]).
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
+#[non_exhaustive]
 pub enum EarlySeals {
     /// Unlimited where requests cost nothing (a local directory, memory, a
     /// self-hosted endpoint), one per `flush_interval` elsewhere.

@@ -146,6 +146,7 @@ pub fn budget(config: &Config, remote: bool) -> String {
         EarlySeals::Unlimited => "unlimited".to_owned(),
         EarlySeals::Off => "off (only full batches and the timer seal)".to_owned(),
         EarlySeals::PerSecond(rate) => format!("{rate} per second"),
+        other => format!("{other:?}"),
     }
 }
 
