@@ -42,6 +42,7 @@ mod recovery;
 mod replay;
 mod retry;
 mod runtime;
+mod traced;
 
 use actor::{Actor, Command, Start};
 use damage::Damage;
@@ -371,11 +372,13 @@ impl Wal {
     /// in enqueued mode once they are admitted.
     pub async fn append(&self, entries: Vec<(RegionId, Bytes)>) -> Result<Vec<EntryId>, Error> {
         let arrived = Instant::now();
+        let span = tracing::debug_span!("append", entries = entries.len());
         self.call(|reply| Command::Append {
             entries,
             arrived,
             reply,
         })
+        .instrument(span)
         .await
     }
 
@@ -394,10 +397,12 @@ impl Wal {
         });
         let entries = reader::read(source, self.handle.read.clone(), region, from);
         let policy = self.handle.read.policy;
-        self.handle
+        let entries = self
+            .handle
             .shared
             .damage
-            .guard(policy, region, from, entries)
+            .guard(policy, region, from, entries);
+        traced::Traced::new(tracing::debug_span!("read", region, from), entries)
     }
 
     /// Marks the entries of `region` up to `id` obsolete (flushed by the
@@ -641,7 +646,8 @@ impl WalReader {
         from: EntryId,
     ) -> impl Stream<Item = Result<Entry, Error>> + Send + 'static {
         let entries = reader::read(self.catalog.clone(), self.read.clone(), region, from);
-        self.damage.guard(self.read.policy, region, from, entries)
+        let entries = self.damage.guard(self.read.policy, region, from, entries);
+        traced::Traced::new(tracing::debug_span!("read", region, from), entries)
     }
 
     /// The largest indexed entry id of `region`; 0 when it has none.

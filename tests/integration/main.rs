@@ -26,6 +26,7 @@ mod replay;
 mod runtime;
 #[cfg(feature = "cli")]
 mod soak;
+mod spans;
 mod storage_conformance;
 mod storage_crash;
 mod storage_errors;
