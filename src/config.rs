@@ -20,6 +20,7 @@ mod load;
 /// When `append` returns.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum AckMode {
     /// Once the entries' object and every earlier one are durable and indexed.
     #[default]
@@ -31,6 +32,7 @@ pub enum AckMode {
 /// What a read does with a segment whose CRC still fails after a second fetch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum CorruptionPolicy {
     /// Record a hole, count it, log it, and go on with the next segment.
     #[default]
@@ -44,6 +46,7 @@ pub enum CorruptionPolicy {
 /// epoch, a sequence that is not its key's).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum DamagePolicy {
     /// Fail the open, naming the object: nothing about it can be trusted,
     /// and an operator should look before anything is given up.
@@ -63,6 +66,22 @@ pub enum DamagePolicy {
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct Config {
+    /// What [`Wal::open`](crate::Wal::open) does with a prefix that holds no
+    /// log: start one (`true`, the default) or fail with
+    /// [`Error::NoLog`](crate::Error::NoLog), which names the prefixes of
+    /// the store that do hold one, before anything is written.
+    ///
+    /// A prefix holds a log when at least one key under it is one of its
+    /// objects or fences (`<prefix>/objects/<20 digits>.wal`,
+    /// `<prefix>/fences/<20 digits>.fence`); a log opened once keeps its
+    /// fence forever, even when every object was collected. With `false`
+    /// a restart that mistyped its prefix (`Kv` for `kv`) fails instead of
+    /// replaying nothing from a new, empty log and leaving it behind. Costs
+    /// one listing of the prefix's fences per open (and of its objects when
+    /// there is no fence); the store-wide listing that names the other logs
+    /// is made only when the open fails. [`WalReader`](crate::WalReader)
+    /// creates nothing in any case and ignores it.
+    pub create_if_missing: bool,
     /// Seal the open batch this long after it was opened, when it is not empty.
     ///
     /// Trades latency for requests. A durable append that does not fill a
@@ -137,8 +156,11 @@ pub struct Config {
     /// Early seals per second: a batch that is not full is sealed as soon
     /// as a create could start, while this budget has a token (timer seals
     /// take a token too). `"auto"` (the default) is unlimited on backends
-    /// without a per-request price (a local directory, memory) and one per
-    /// `flush_interval` elsewhere; `"unlimited"`; `"off"` (only size and
+    /// without a per-request price (a local directory, memory, a cloud URL
+    /// whose endpoint can only be self-hosted: loopback, a private address,
+    /// a name without a dot or under `.local`, `.internal`, `.svc`; see
+    /// [`ObjectStorage::charges_per_request`](crate::ObjectStorage::charges_per_request))
+    /// and one per `flush_interval` elsewhere; `"unlimited"`; `"off"` (only size and
     /// timer seal: every durable append waits for the timer); or a number
     /// per second. More early seals: lower latency for a light load, more
     /// requests (on S3, more PUTs per second when the load is light).
@@ -276,8 +298,10 @@ impl serde::Serialize for HedgeCreates {
 
 /// The budget of early seals (see [`Config::early_seals`]).
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
+#[non_exhaustive]
 pub enum EarlySeals {
-    /// Unlimited where requests cost nothing, one per `flush_interval` elsewhere.
+    /// Unlimited where requests cost nothing (a local directory, memory, a
+    /// self-hosted endpoint), one per `flush_interval` elsewhere.
     #[default]
     Auto,
     /// Seal whenever a create could start.
@@ -340,6 +364,7 @@ impl serde::Serialize for EarlySeals {
 impl Default for Config {
     fn default() -> Self {
         Config {
+            create_if_missing: true,
             flush_interval: Duration::from_millis(100),
             max_batch_bytes: 8 << 20,
             ack_mode: AckMode::Durable,
@@ -375,7 +400,8 @@ pub const MAX_BATCH_BYTES_LIMIT: u64 = 1 << 30;
 pub const MIN_REPLAY_BUFFER_BYTES: u64 = 64 << 10;
 
 impl Config {
-    /// Refuses values that cannot work, naming the field.
+    /// Refuses values that cannot work, naming the field. (The flags,
+    /// `create_if_missing` and `retry_jitter`, work either way.)
     pub fn validate(&self) -> Result<(), Error> {
         let refuse =
             |field: &'static str, message: String| Err(Error::InvalidConfig { field, message });
@@ -618,6 +644,10 @@ mod tests {
         assert_eq!(c.replay_concurrency, 16);
         assert_eq!(c.replay_buffer_bytes, 64 << 20);
         assert_eq!(c.max_pinned_objects, 256);
+        assert!(c.create_if_missing);
+        let c: Config = serde_json::from_str(r#"{"create_if_missing":false}"#).unwrap();
+        assert!(!c.create_if_missing);
+        c.validate().unwrap();
         let c: Config = serde_json::from_str(r#"{"on_damaged_object":"quarantine"}"#).unwrap();
         assert_eq!(c.on_damaged_object, DamagePolicy::Quarantine);
         assert!(serde_json::from_str::<Config>(r#"{"on_damaged_object":"skip"}"#).is_err());

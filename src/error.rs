@@ -74,6 +74,25 @@ pub enum Error {
         message: String,
     },
 
+    /// `Wal::open` with [`Config::create_if_missing`](crate::Config::create_if_missing)
+    /// `false` found no log under the prefix (no object and no fence): a
+    /// mistyped prefix, or a store that is not the one meant. Nothing was
+    /// written. Fix the prefix or the storage, or open with
+    /// `create_if_missing = true` to start a new log there.
+    #[error(
+        "no log under prefix {prefix:?} and create_if_missing is false, so none was started \
+         (nothing was written); {}", crate::storage::keys::describe_logs(.existing, *.at_root)
+    )]
+    NoLog {
+        /// The prefix asked for.
+        prefix: String,
+        /// The prefixes of the same store that do hold a log.
+        existing: Vec<String>,
+        /// Whether the store's root itself holds a log's objects: the
+        /// storage names a log's directory instead of the one holding it.
+        at_root: bool,
+    },
+
     /// A configuration field was refused.
     #[error("invalid configuration: {field}: {message}")]
     InvalidConfig {
@@ -117,8 +136,10 @@ pub enum Error {
         message: String,
     },
 
-    /// A storage request failed.
-    #[error("storage request failed: {source}")]
+    /// A storage request failed. It prints as the [`StorageError`] does
+    /// (one line: the key, the kind, the cause and, where known, the fix),
+    /// and its source is that error's source.
+    #[error(transparent)]
     Storage {
         /// The backend's error.
         #[from]
@@ -191,6 +212,7 @@ impl Error {
             | Error::InvalidArgument { .. }
             | Error::InvalidConfig { .. }
             | Error::Config { .. }
+            | Error::NoLog { .. }
             | Error::Corrupted { .. }
             | Error::Recovery { .. }
             | Error::Lost { .. } => false,

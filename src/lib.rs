@@ -60,6 +60,9 @@
 //! }
 //! ```
 //!
+//! An engine that is not async uses [`blocking::Wal`]: the same calls as
+//! plain functions, on a runtime the handle brings (no `#[tokio::main]`).
+//!
 //! # Architecture in ten lines
 //!
 //! ```text
@@ -235,24 +238,33 @@
 //! (repeat later: `Failing`, `NotDurable`, transient `Storage`),
 //! [`Error::is_poisoned`] (terminal: stop and open the prefix again in a
 //! new process; when it says "fenced", another process took over: do not
-//! restart in a loop), [`Error::is_stopped`], `RegionReleased`,
+//! restart in a loop), [`Error::is_stopped`] (also once the tokio runtime
+//! a store runs on shut down: the message says so), `RegionReleased`,
 //! `InvalidArgument` / `InvalidConfig` / `Config` (fix the call or the
-//! configuration), `Corrupted` and `Recovery` (alert: the stored history is
-//! damaged), and `Lost` (a stop gave up entries it had acknowledged).
+//! configuration; an open outside a tokio runtime is an `InvalidArgument`),
+//! `NoLog` (an open with `create_if_missing = false` found no log under
+//! the prefix: it names the prefixes that hold one), `Corrupted` and
+//! `Recovery` (alert: the stored history is damaged), and `Lost` (a stop
+//! gave up entries it had acknowledged). Every error prints as one line
+//! that says what happened and, where objwal knows it, what to do; a
+//! storage error names a missing bucket, missing or refused credentials or
+//! an unreachable endpoint with its fix, and its `source` chain repeats
+//! nothing its message says.
 //!
 //! # Cargo features
 //!
 //! | feature | what it adds |
 //! | --- | --- |
 //! | `cli` (default) | the `objwal` command line: `demo`, `inspect`, `verify`, `dump`, `bench` |
-//! | `object_store` | [`Storage::from_object_store`]; `s3://` URLs through object_store |
-//! | `opendal` | [`Storage::from_opendal`]; `gs://` and `azblob://` URLs, and `s3://` when `object_store` is off (or with `?adapter=opendal`) |
+//! | `object_store` | `Storage::from_object_store`; `s3://` URLs through object_store |
+//! | `opendal` | `Storage::from_opendal`; `gs://` and `azblob://` URLs, and `s3://` when `object_store` is off (or with `?adapter=opendal`) |
 //! | `testing` | `storage::fault`: the fault-injecting storage wrapper |
 //!
 //! A library user without the command line depends on
 //! `objwal = { version = "0.1", default-features = false }`.
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+pub mod blocking;
 #[doc(hidden)]
 pub mod catalog;
 #[doc(hidden)]

@@ -21,6 +21,24 @@ use serde::de::{self, Deserialize, Deserializer, Visitor};
 use super::Config;
 use crate::error::Error;
 
+/// Variables of objwal's own tooling that share the `OBJWAL_` prefix and
+/// are not config keys (the S3 test server's, the seeds and folders of the
+/// test suites and the crash gate): [`Config::with_vars`] passes over
+/// `<prefix><NAME>` for each, so that `Config::from_env("OBJWAL_")` works in
+/// a shell where README's `eval "$(scripts/s3-test-server)"` exported them.
+/// Any other variable with the prefix must name a field.
+pub(crate) const TOOLING_VARIABLES: &[&str] = &[
+    "S3_ENDPOINT",
+    "S3_PID",
+    "ENGINE_SEED",
+    "ENGINE_SEEDS",
+    "MODEL_SEED",
+    "FENCE_SEED",
+    "CRASH_SEED",
+    "CRASH_DIR",
+    "CRASH_ROUND",
+];
+
 impl Config {
     /// Parses a TOML document (every key optional, unknown keys refused) and
     /// validates the result. Errors name the line and the field.
@@ -56,7 +74,9 @@ impl Config {
     /// The default config with overrides from the process environment:
     /// `<prefix><FIELD>` (e.g. `OBJWAL_FLUSH_INTERVAL=20ms` for prefix
     /// `"OBJWAL_"`) sets `flush_interval`. A variable with the prefix that
-    /// names no field is an error naming it. See [`Config::with_vars`].
+    /// names no field is an error naming it, except the variables of
+    /// objwal's own tooling, which are passed over (`OBJWAL_S3_ENDPOINT`,
+    /// see [`Config::with_vars`]).
     pub fn from_env(prefix: &str) -> Result<Config, Error> {
         Config::default().with_env(prefix)
     }
@@ -83,8 +103,13 @@ impl Config {
 
     /// This config with overrides from `(name, value)` pairs shaped like
     /// environment variables: a name `<prefix><FIELD>` (the field in upper
-    /// case) sets that field; names without the prefix are ignored, names
-    /// with it that name no field are refused. A value is read as a TOML
+    /// case) sets that field; names without the prefix are ignored, and so
+    /// are those of objwal's own tooling, `<prefix>` followed by
+    /// `S3_ENDPOINT`, `S3_PID` (the S3 test server's), `ENGINE_SEED`,
+    /// `ENGINE_SEEDS`, `MODEL_SEED`, `FENCE_SEED`, `CRASH_SEED`,
+    /// `CRASH_DIR` or `CRASH_ROUND` (the test suites' and the crash
+    /// gate's); other names with the prefix that name no field are refused
+    /// (a typo is never ignored). A value is read as a TOML
     /// value when it is one (`4096`, `true`), else as a string (`100ms`,
     /// `8MiB`, `enqueued`). The result is validated.
     ///
@@ -121,6 +146,9 @@ impl Config {
             let Some(rest) = name.strip_prefix(prefix) else {
                 continue;
             };
+            if TOOLING_VARIABLES.contains(&rest) {
+                continue;
+            }
             let Some(&field) = fields.iter().find(|f| f.eq_ignore_ascii_case(rest)) else {
                 let known: Vec<_> = (fields.iter())
                     .map(|f| format!("{prefix}{}", f.to_ascii_uppercase()))

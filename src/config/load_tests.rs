@@ -149,7 +149,7 @@ fn bad_environment_variables_are_named() {
         (
             &[("OBJWAL_FLUSH_INTERVALL", "1s")][..],
             "",
-            "environment variable OBJWAL_FLUSH_INTERVALL: names no config field (known: OBJWAL_FLUSH_INTERVAL,",
+            "environment variable OBJWAL_FLUSH_INTERVALL: names no config field (known: OBJWAL_CREATE_IF_MISSING, OBJWAL_FLUSH_INTERVAL,",
         ),
         (
             &[("OBJWAL_flush_interval", "1s")],
@@ -184,6 +184,46 @@ fn bad_environment_variables_are_named() {
     let (_, _, named, text) = config_error(base.with_vars("OBJWAL_", none));
     assert_eq!(named, "recovery_concurrency");
     assert!(!text.contains("environment variable"), "{text}");
+}
+
+/// Issue 21, item 7: `Config::from_env("OBJWAL_")` failed in a shell where
+/// README's `eval "$(scripts/s3-test-server)"` exported
+/// `OBJWAL_S3_ENDPOINT`. The tooling's variables are passed over; a typo
+/// of a field is still refused.
+#[test]
+fn the_tooling_variables_are_passed_over_and_typos_still_refused() {
+    let vars = [
+        ("OBJWAL_S3_ENDPOINT", "http://127.0.0.1:9000"),
+        ("OBJWAL_S3_PID", "4242"),
+        ("OBJWAL_FENCE_SEED", "7"),
+        ("OBJWAL_CRASH_DIR", "/tmp/x"),
+        ("OBJWAL_FLUSH_INTERVAL", "20ms"),
+        ("OBJWAL_CREATE_IF_MISSING", "false"),
+    ];
+    let config = Config::default().with_vars("OBJWAL_", vars).unwrap();
+    assert_eq!(config.flush_interval, Duration::from_millis(20));
+    assert!(!config.create_if_missing);
+    assert_eq!(
+        Config {
+            flush_interval: Duration::from_millis(100),
+            create_if_missing: true,
+            ..config
+        },
+        Config::default()
+    );
+    let (_, _, _, text) =
+        config_error(Config::default().with_vars("OBJWAL_", [("OBJWAL_S3_ENDPOINTS", "x")]));
+    assert!(
+        text.contains("OBJWAL_S3_ENDPOINTS: names no config field"),
+        "{text}"
+    );
+    // Through the process environment, under a prefix of this test's own.
+    std::env::set_var("OBJWAL_ENVTEST_S3_ENDPOINT", "http://127.0.0.1:9000");
+    std::env::set_var("OBJWAL_ENVTEST_MAX_INFLIGHT_CREATES", "2");
+    let config = Config::from_env("OBJWAL_ENVTEST_");
+    std::env::remove_var("OBJWAL_ENVTEST_S3_ENDPOINT");
+    std::env::remove_var("OBJWAL_ENVTEST_MAX_INFLIGHT_CREATES");
+    assert_eq!(config.unwrap().max_inflight_creates, 2);
 }
 
 #[test]

@@ -44,6 +44,7 @@ use super::{Created, ObjectMeta, ObjectStorage, Storage, StorageError, StorageEr
 
 /// A kind of storage request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum Op {
     /// `create`
     Create,

@@ -137,6 +137,82 @@ impl Prefix {
     }
 }
 
+/// Where the logs of a store are, found in a listing of the whole store:
+/// what a tool (or `Wal::open` with `create_if_missing = false`) names
+/// when a prefix holds no log.
+///
+/// A prefix *holds a log* when at least one key under it is an object key
+/// or a fence key of that prefix (`<prefix>/objects/<20 digits>.wal`,
+/// `<prefix>/fences/<20 digits>.fence`): a log that was opened once has
+/// its fence, kept forever, even when every object was collected. Other
+/// keys (a quarantine folder, temporary files, another tool's) make no
+/// log.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Logs {
+    /// The prefixes that hold a log, in byte order, each once.
+    pub prefixes: Vec<String>,
+    /// Whether the store's root itself holds a log's objects or fences
+    /// (`objects/...` or `fences/...` with no prefix): the store was opened
+    /// at a log's directory instead of the directory holding it.
+    pub at_root: bool,
+}
+
+impl Logs {
+    /// The logs among `keys` (a listing of the whole store).
+    pub fn find<'a>(keys: impl IntoIterator<Item = &'a str>) -> Logs {
+        let mut prefixes = std::collections::BTreeSet::new();
+        let mut at_root = false;
+        for key in keys {
+            for (dir, suffix) in [(OBJECTS_DIR, SUFFIX), (FENCES_DIR, FENCE_SUFFIX)] {
+                if let Some(name) = key.strip_prefix(dir).and_then(|r| r.strip_prefix('/')) {
+                    at_root |= is_numbered(name, suffix);
+                }
+                let Some((prefix, _)) = key.rsplit_once(&format!("/{dir}/")) else {
+                    continue;
+                };
+                if Prefix::new(prefix).is_ok_and(|p| p.parse(key, dir, suffix).is_some()) {
+                    prefixes.insert(prefix.to_owned());
+                }
+            }
+        }
+        Logs {
+            prefixes: prefixes.into_iter().collect(),
+            at_root,
+        }
+    }
+
+    /// One clause naming them for a message: "prefixes holding a log here:
+    /// \"a\", \"b\"", or why there is none.
+    pub fn describe(&self) -> String {
+        describe_logs(&self.prefixes, self.at_root)
+    }
+}
+
+/// [`Logs::describe`] of its parts.
+pub fn describe_logs(prefixes: &[String], at_root: bool) -> String {
+    let root = "the store's root itself holds a log's objects (the storage names a log's \
+                directory: open its parent, with that directory as the prefix)";
+    match (prefixes.is_empty(), at_root) {
+        (true, false) => "this store holds no log".to_owned(),
+        (true, true) => root.to_owned(),
+        (false, at_root) => {
+            let names: Vec<String> = prefixes.iter().map(|p| format!("{p:?}")).collect();
+            let also = if at_root {
+                format!("; {root}")
+            } else {
+                String::new()
+            };
+            format!("prefixes holding a log here: {}{also}", names.join(", "))
+        }
+    }
+}
+
+/// Whether `name` is `<20 digits><suffix>`.
+fn is_numbered(name: &str, suffix: &str) -> bool {
+    name.strip_suffix(suffix)
+        .is_some_and(|d| d.len() == DIGITS && d.bytes().all(|b| b.is_ascii_digit()))
+}
+
 impl fmt::Display for Prefix {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.0)
@@ -189,6 +265,48 @@ mod tests {
         ] {
             assert_eq!(p.parse_object_key(k), None, "{k}");
         }
+    }
+
+    #[test]
+    fn logs_are_the_prefixes_with_an_object_or_a_fence() {
+        let kv = Prefix::new("kv").unwrap();
+        let deep = Prefix::new("a/objects/b").unwrap();
+        let fenced = Prefix::new("only/fences").unwrap();
+        let object = kv.object_key(3);
+        let keys = [
+            object.as_str(),
+            &deep.object_key(1),
+            &fenced.fence_key(2),
+            "kv/quarantine/00000000000000000001.wal",
+            "junk/objects/42.wal",
+            "tmp/objects/00000000000000000001.wal.tmp",
+            "notes.txt",
+        ];
+        let logs = Logs::find(keys.iter().copied());
+        assert_eq!(logs.prefixes, ["a/objects/b", "kv", "only/fences"]);
+        assert!(!logs.at_root);
+        assert_eq!(
+            logs.describe(),
+            "prefixes holding a log here: \"a/objects/b\", \"kv\", \"only/fences\""
+        );
+        let none = Logs::find(["notes.txt", "kv/quarantine/x"]);
+        assert_eq!(none, Logs::default());
+        assert_eq!(none.describe(), "this store holds no log");
+    }
+
+    #[test]
+    fn a_store_opened_at_a_log_directory_is_told_apart() {
+        let logs = Logs::find([
+            "objects/00000000000000000002.wal",
+            "fences/00000000000000000001.fence",
+        ]);
+        assert_eq!((logs.prefixes.len(), logs.at_root), (0, true));
+        assert!(
+            logs.describe().contains("open its parent"),
+            "{}",
+            logs.describe()
+        );
+        assert!(!Logs::find(["objects/2.wal", "objects"]).at_root);
     }
 
     #[test]

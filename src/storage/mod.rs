@@ -24,6 +24,10 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
+#[cfg(any(feature = "object_store", feature = "opendal"))]
+mod billing;
+#[cfg(any(feature = "object_store", feature = "opendal"))]
+mod explain;
 mod file;
 #[doc(hidden)]
 pub mod keys;
@@ -95,15 +99,65 @@ impl fmt::Display for StorageErrorKind {
 }
 
 /// A failed storage request: its kind, the key it was about (when known),
-/// the backend's message and, when there is one, the backend's error.
-#[derive(Debug, Clone, thiserror::Error)]
-#[error("{kind}{}: {message}", .key.as_ref().map(|k| format!(" of {k:?}")).unwrap_or_default())]
+/// a message and, when there is one, the backend's error.
+///
+/// It prints as one line that names the cause and, where objwal knows it,
+/// what to do: `storage request for "node-7/objects/…" failed (permanent
+/// failure): the bucket "logs" does not exist at http://10.0.0.5:9000:
+/// create it, or fix the bucket name in the storage URL`. Each fact is said
+/// once in a report of the whole chain (`anyhow`'s `{:#}` or `{:?}`):
+/// [`source`](std::error::Error::source) returns the backend's error only
+/// where the message does not already say it. The S3, GCS and Azure
+/// adapters put the backend's chain into the message themselves (a
+/// missing bucket, missing or refused credentials and an unreachable
+/// endpoint named with their fix, anything else condensed to each level's
+/// own words, with no XML), so their errors have no `source`; the backend's
+/// error is still there for a program to inspect, with
+/// [`backend_error`](Self::backend_error).
+///
+/// An outside backend builds one with [`not_found`](Self::not_found),
+/// [`transient`](Self::transient) or [`permanent`](Self::permanent) and
+/// keeps its own error with [`with_source`](Self::with_source); a message
+/// that quotes that error (`e.to_string()`) is fine: the error is then not
+/// reported a second time as the source.
+#[derive(Debug, Clone)]
 pub struct StorageError {
     kind: StorageErrorKind,
     key: Option<String>,
     message: String,
-    #[source]
-    source: Option<Arc<dyn std::error::Error + Send + Sync + 'static>>,
+    backend: Option<Arc<dyn std::error::Error + Send + Sync + 'static>>,
+    /// The message already tells what the backend's error says: it is not
+    /// reported as the source.
+    told: bool,
+}
+
+impl fmt::Display for StorageError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("storage request ")?;
+        if let Some(key) = &self.key {
+            write!(f, "for {key:?} ")?;
+        }
+        write!(f, "failed ({}): {}", self.kind, self.message)
+    }
+}
+
+impl std::error::Error for StorageError {
+    /// The first error of the backend's chain whose text the message does
+    /// not already hold; none when the message tells it all.
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        if self.told {
+            return None;
+        }
+        let backend: &(dyn std::error::Error + 'static) = self.backend.as_deref()?;
+        let mut current = Some(backend);
+        while let Some(e) = current {
+            if !self.message.contains(&e.to_string()) {
+                return Some(e);
+            }
+            current = e.source();
+        }
+        None
+    }
 }
 
 impl StorageError {
@@ -114,7 +168,8 @@ impl StorageError {
             kind: StorageErrorKind::NotFound,
             message: "no such object".to_owned(),
             key: Some(key),
-            source: None,
+            backend: None,
+            told: false,
         }
     }
 
@@ -134,7 +189,8 @@ impl StorageError {
             kind,
             key: None,
             message: message.into(),
-            source: None,
+            backend: None,
+            told: false,
         }
     }
 
@@ -145,10 +201,29 @@ impl StorageError {
         self
     }
 
-    /// Keeps the backend's own error as the source.
+    /// Keeps the backend's own error: the source, unless the message
+    /// already quotes it.
     #[must_use]
     pub fn with_source(mut self, source: impl std::error::Error + Send + Sync + 'static) -> Self {
-        self.source = Some(Arc::new(source));
+        self.backend = Some(Arc::new(source));
+        self.told = false;
+        self
+    }
+
+    /// Keeps the backend's own error for [`backend_error`](Self::backend_error)
+    /// only: the message already says, in its own words, what that error
+    /// and its chain say (the adapters' messages, `explain`).
+    #[must_use]
+    #[cfg_attr(
+        not(any(feature = "object_store", feature = "opendal")),
+        allow(dead_code, reason = "only the HTTP adapters word their errors")
+    )]
+    pub(crate) fn told_by(
+        mut self,
+        backend: impl std::error::Error + Send + Sync + 'static,
+    ) -> Self {
+        self.backend = Some(Arc::new(backend));
+        self.told = true;
         self
     }
 
@@ -172,9 +247,17 @@ impl StorageError {
         self.key.as_deref()
     }
 
-    /// The backend's message.
+    /// The message: the cause and, where known, what to do.
     pub fn message(&self) -> &str {
         &self.message
+    }
+
+    /// The backend's own error (object_store's, opendal's, an I/O error),
+    /// when there is one, whether or not it is reported as the source: for
+    /// a program that inspects it (downcasts it). Its text is in the
+    /// message or the source chain already.
+    pub fn backend_error(&self) -> Option<&(dyn std::error::Error + Send + Sync + 'static)> {
+        self.backend.as_deref()
     }
 }
 
@@ -202,7 +285,10 @@ pub trait ObjectStorage: Send + Sync + fmt::Debug + 'static {
     /// remote object store. It sets the default budget of early seals
     /// (`Config::early_seals`): unlimited where requests cost nothing, one
     /// per flush interval elsewhere. Defaults to `true`; a local backend
-    /// says `false`.
+    /// says `false`, and so does a cloud URL whose endpoint can only be a
+    /// self-hosted server (loopback, a private or link-local address, a
+    /// name without a dot or under `.local`, `.internal`, `.svc`, ...:
+    /// rfcs/0008-sealing.md).
     fn charges_per_request(&self) -> bool {
         true
     }

@@ -27,8 +27,10 @@
 //!
 //! Error mapping: `AlreadyExists`/`Precondition` on create are
 //! [`Created::AlreadyExists`]; `NotFound` is not-found (and `Ok` for a
-//! delete); a `Generic` error caused by a connection error, a timeout, a 5xx
-//! or a 429 is transient; everything else is permanent.
+//! delete; for a create or a list, the bucket is missing); a `Generic`
+//! error caused by a connection error, a timeout, a 5xx or a 429 is
+//! transient; everything else is permanent. The message is the error chain
+//! in one line, a known cause named with its fix (`explain`).
 
 use std::error::Error as StdError;
 use std::ops::Range;
@@ -40,6 +42,7 @@ use ::object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayloa
 use bytes::Bytes;
 use futures::TryStreamExt;
 
+use super::explain::{explain, missing_bucket};
 use super::{check_range, sort_listing, Created, ObjectMeta, ObjectStorage, Storage};
 use super::{StorageError, StorageErrorKind};
 
@@ -139,30 +142,29 @@ fn looks_transient(e: &(dyn StdError + 'static)) -> bool {
     false
 }
 
-/// Maps an object_store error about `key`.
+/// Maps an object_store error about `key`: its kind, and its chain worded
+/// as one line (`explain`), the error kept as the backend's.
 pub(crate) fn map_error(e: ::object_store::Error, key: &str) -> StorageError {
     use ::object_store::Error as E;
     let kind = match &e {
-        E::NotFound { .. } => return StorageError::not_found(key).with_source(e),
+        E::NotFound { .. } => return StorageError::not_found(key).told_by(e),
         E::Generic { .. } if looks_transient(&e) => StorageErrorKind::Transient,
         // A 409 seen outside a create (object_store's "already exists").
         E::AlreadyExists { .. } => StorageErrorKind::Transient,
         E::JoinError { .. } => StorageErrorKind::Transient,
         _ => StorageErrorKind::Permanent,
     };
-    StorageError::new(kind, e.to_string())
+    StorageError::new(kind, explain(&e))
         .with_key(key)
-        .with_source(e)
+        .told_by(e)
 }
 
 /// For a create or a list, "not found" means the bucket is missing.
 fn not_found_is_permanent(e: ::object_store::Error, key: &str) -> StorageError {
     match e {
-        ::object_store::Error::NotFound { .. } => {
-            StorageError::permanent(format!("the bucket (or root) is missing: {e}"))
-                .with_key(key)
-                .with_source(e)
-        }
+        ::object_store::Error::NotFound { .. } => StorageError::permanent(missing_bucket(&e))
+            .with_key(key)
+            .told_by(e),
         e => map_error(e, key),
     }
 }
@@ -531,5 +533,40 @@ mod tests {
             source: Box::new(Msg("403")),
         };
         assert_eq!(k(denied), StorageErrorKind::Permanent);
+    }
+
+    /// Issue 21, item 4: a storage error repeated object_store's chain in
+    /// its message and again as its source. The message tells it once, in
+    /// one line; the error stays reachable for a program.
+    #[test]
+    fn a_mapped_error_tells_its_chain_once_and_keeps_the_backends_error() {
+        let e = map_error(
+            generic("tcp connect error: Connection refused (os error 111)"),
+            "p/objects/1.wal",
+        );
+        assert!(std::error::Error::source(&e).is_none());
+        let text = e.to_string();
+        assert_eq!(
+            text,
+            "storage request for \"p/objects/1.wal\" failed (transient failure): connection \
+             refused: is the store running, and is the endpoint in the storage URL right? \
+             (tcp connect error: Connection refused (os error 111))"
+        );
+        let backend = e.backend_error().unwrap();
+        assert!(backend.downcast_ref::<::object_store::Error>().is_some());
+        let missing = not_found_is_permanent(
+            ::object_store::Error::NotFound {
+                path: "k".into(),
+                source: Box::new(Msg("Server returned non-2xx status code: 404 Not Found")),
+            },
+            "k",
+        );
+        assert!(!missing.is_not_found() && !missing.is_transient());
+        assert!(
+            missing
+                .message()
+                .starts_with("the bucket (or the root inside it) is missing: create it"),
+            "{missing}"
+        );
     }
 }

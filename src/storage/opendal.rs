@@ -26,12 +26,15 @@
 //! [`Created::AlreadyExists`]; `NotFound` is not-found; `RateLimited`,
 //! `Conflict`, HTTP 409 and every error opendal marks temporary (timeouts,
 //! 5xx, connection errors) are transient; everything else is permanent.
+//! The message is the error chain in one line, a known cause named with
+//! its fix (`explain`).
 
 use std::ops::Range;
 
 use ::opendal::{ErrorKind, Operator};
 use bytes::Bytes;
 
+use super::explain::{explain, missing_bucket};
 use super::{check_range, sort_listing, Created, ObjectMeta, ObjectStorage, Storage};
 use super::{StorageError, StorageErrorKind};
 
@@ -69,7 +72,7 @@ impl Storage {
 pub(crate) fn map_error(e: ::opendal::Error, key: &str) -> StorageError {
     let text = e.to_string();
     let kind = match e.kind() {
-        ErrorKind::NotFound => return StorageError::not_found(key).with_source(e),
+        ErrorKind::NotFound => return StorageError::not_found(key).told_by(e),
         ErrorKind::RateLimited | ErrorKind::Conflict => StorageErrorKind::Transient,
         _ if e.is_temporary() => StorageErrorKind::Transient,
         // S3's ConditionalRequestConflict (409: a racing conditional write is
@@ -79,7 +82,9 @@ pub(crate) fn map_error(e: ::opendal::Error, key: &str) -> StorageError {
         }
         _ => StorageErrorKind::Permanent,
     };
-    StorageError::new(kind, text).with_key(key).with_source(e)
+    StorageError::new(kind, explain(&e))
+        .with_key(key)
+        .told_by(e)
 }
 
 #[async_trait::async_trait]
@@ -95,11 +100,11 @@ impl ObjectStorage for OpendalStorage {
             {
                 Ok(Created::AlreadyExists)
             }
-            Err(e) if e.kind() == ErrorKind::NotFound => Err(StorageError::permanent(format!(
-                "the bucket (or root) is missing: {e}"
-            ))
-            .with_key(key)
-            .with_source(e)),
+            Err(e) if e.kind() == ErrorKind::NotFound => {
+                Err(StorageError::permanent(missing_bucket(&e))
+                    .with_key(key)
+                    .told_by(e))
+            }
             Err(e) => Err(map_error(e, key)),
         }
     }
@@ -186,11 +191,13 @@ fn nameable(key: &str) -> bool {
 /// the caller's mistake, repeating will not help).
 fn past_end(key: &str, range: &Range<u64>, e: ::opendal::Error) -> StorageError {
     StorageError::permanent(format!(
-        "range {}..{} is outside the object: {e}",
-        range.start, range.end
+        "range {}..{} is outside the object: {}",
+        range.start,
+        range.end,
+        explain(&e)
     ))
     .with_key(key)
-    .with_source(e)
+    .told_by(e)
 }
 
 #[cfg(test)]
@@ -243,6 +250,24 @@ mod tests {
                 "NoSuchBucket"
             )),
             StorageErrorKind::Permanent
+        );
+    }
+
+    /// Issue 21, item 4: opendal's message (with its response headers) was
+    /// the message and the source. One line now, told once.
+    #[test]
+    fn a_mapped_error_tells_its_chain_once_and_keeps_the_backends_error() {
+        let raw =
+            "S3Error { code: \"NoSuchBucket\", message: \"The specified bucket does not exist\" }";
+        let e = ::opendal::Error::new(ErrorKind::ConfigInvalid, raw)
+            .with_context("uri", "http://127.0.0.1:9000/logs/p/objects/x");
+        let e = map_error(e, "p/objects/x");
+        assert!(std::error::Error::source(&e).is_none());
+        assert!(e.backend_error().is_some());
+        assert!(
+            e.message()
+                .starts_with("the bucket does not exist at http://127.0.0.1:9000: create it"),
+            "{e}"
         );
     }
 }

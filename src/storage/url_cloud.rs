@@ -8,8 +8,15 @@
 //!
 //! Invariant: the adapters' own retries stay off (objwal retries in one
 //! place, above the storage), whatever the options say.
+//!
+//! A backend whose endpoint (from the URL, an option or, for S3,
+//! `AWS_ENDPOINT_URL`) can only be a self-hosted server answers
+//! `charges_per_request() == false` (`billing`): `early_seals = "auto"` is
+//! then unlimited, as on a local directory.
 
 use super::{invalid, CloudUrl, Error, Options, Storage};
+#[cfg(any(feature = "opendal", feature = "object_store"))]
+use crate::storage::billing::unless_self_hosted;
 
 /// Builds a backend from the URL text (for messages), its parts and options.
 pub(super) type Builder = fn(&str, &CloudUrl, &Options) -> Result<Storage, Error>;
@@ -275,9 +282,8 @@ fn s3_object_store(url: &str, u: &CloudUrl, options: &Options) -> Result<Storage
     }
     // Naming an http:// endpoint is consent to plain HTTP, unless
     // allow_http was set either way.
-    let plain = b
-        .get_config_value(&AmazonS3ConfigKey::Endpoint)
-        .is_some_and(|e| e.starts_with("http://"));
+    let endpoint = b.get_config_value(&AmazonS3ConfigKey::Endpoint);
+    let plain = endpoint.as_ref().is_some_and(|e| e.starts_with("http://"));
     if plain && !http_named {
         b = b.with_allow_http(true);
     }
@@ -289,9 +295,8 @@ fn s3_object_store(url: &str, u: &CloudUrl, options: &Options) -> Result<Storage
         .build()
         .map_err(|e| invalid(url, &e.to_string()))?;
     // Paginated: listings go past keys object_store cannot parse.
-    Ok(Storage::from_paginated_object_store(std::sync::Arc::new(
-        store,
-    )))
+    let storage = Storage::from_paginated_object_store(std::sync::Arc::new(store));
+    Ok(unless_self_hosted(storage, endpoint.as_deref()))
 }
 
 /// `s3://` through opendal: its own loader (the `AWS_*` variables,
@@ -302,7 +307,8 @@ fn s3_object_store(url: &str, u: &CloudUrl, options: &Options) -> Result<Storage
 fn s3_opendal(url: &str, u: &CloudUrl, options: &Options) -> Result<Storage, Error> {
     let mut b = ::opendal::services::S3::default().bucket(&u.bucket);
     let mut region = u.params.get("region").cloned();
-    if let Some(endpoint) = u.params.get("endpoint") {
+    let mut endpoint = u.params.get("endpoint").cloned();
+    if let Some(endpoint) = &endpoint {
         b = b.endpoint(endpoint);
     }
     for (setting, key, value) in settings(url, S3_OPTIONS, options)? {
@@ -314,7 +320,10 @@ fn s3_opendal(url: &str, u: &CloudUrl, options: &Options) -> Result<Storage, Err
                 region = Some(value.to_owned());
                 b
             }
-            Setting::Endpoint => b.endpoint(value),
+            Setting::Endpoint => {
+                endpoint = Some(value.to_owned());
+                b.endpoint(value)
+            }
             // opendal follows the endpoint's scheme.
             Setting::AllowHttp => {
                 truthy(url, key, value)?;
@@ -335,7 +344,12 @@ fn s3_opendal(url: &str, u: &CloudUrl, options: &Options) -> Result<Storage, Err
         .unwrap_or_else(|| "us-east-1".to_owned());
     let op =
         ::opendal::Operator::new(b.region(&region)).map_err(|e| invalid(url, &e.to_string()))?;
-    Ok(Storage::from_opendal(op))
+    // opendal's loader reads AWS_ENDPOINT_URL when nothing else names one.
+    let endpoint = endpoint.or_else(|| env("AWS_ENDPOINT_URL"));
+    Ok(unless_self_hosted(
+        Storage::from_opendal(op),
+        endpoint.as_deref(),
+    ))
 }
 
 /// `gs://` through opendal: its loader reads
@@ -343,7 +357,8 @@ fn s3_opendal(url: &str, u: &CloudUrl, options: &Options) -> Result<Storage, Err
 #[cfg(feature = "opendal")]
 pub(super) fn gcs(url: &str, u: &CloudUrl, options: &Options) -> Result<Storage, Error> {
     let mut b = ::opendal::services::Gcs::default().bucket(&u.bucket);
-    if let Some(endpoint) = u.params.get("endpoint") {
+    let mut endpoint = u.params.get("endpoint").cloned();
+    if let Some(endpoint) = &endpoint {
         b = b.endpoint(endpoint);
     }
     for (setting, key, value) in settings(url, GCS_OPTIONS, options)? {
@@ -352,13 +367,19 @@ pub(super) fn gcs(url: &str, u: &CloudUrl, options: &Options) -> Result<Storage,
             Setting::Credential => b.credential(value),
             Setting::Token => b.token(value.to_owned()),
             Setting::Scope => b.scope(value),
-            Setting::Endpoint => b.endpoint(value),
+            Setting::Endpoint => {
+                endpoint = Some(value.to_owned());
+                b.endpoint(value)
+            }
             Setting::SkipSignature if truthy(url, key, value)? => b.skip_signature(),
             _ => b,
         };
     }
     let op = ::opendal::Operator::new(b).map_err(|e| invalid(url, &e.to_string()))?;
-    Ok(Storage::from_opendal(op))
+    Ok(unless_self_hosted(
+        Storage::from_opendal(op),
+        endpoint.as_deref(),
+    ))
 }
 
 #[cfg(not(feature = "opendal"))]
@@ -399,6 +420,7 @@ pub(super) fn azblob(url: &str, u: &CloudUrl, options: &Options) -> Result<Stora
             "azblob:// needs ?account=NAME (or the option account_name, or AZURE_STORAGE_ACCOUNT_NAME)",
         )
     })?;
+    let named = endpoint.clone();
     let endpoint = endpoint.unwrap_or_else(|| format!("https://{account}.blob.core.windows.net"));
     let mut b = ::opendal::services::Azblob::default()
         .container(&u.bucket)
@@ -414,7 +436,10 @@ pub(super) fn azblob(url: &str, u: &CloudUrl, options: &Options) -> Result<Stora
         b = b.skip_signature();
     }
     let op = ::opendal::Operator::new(b).map_err(|e| invalid(url, &e.to_string()))?;
-    Ok(Storage::from_opendal(op))
+    Ok(unless_self_hosted(
+        Storage::from_opendal(op),
+        named.as_deref(),
+    ))
 }
 
 #[cfg(not(feature = "opendal"))]

@@ -101,6 +101,53 @@ fn s3_urls_build_without_contacting_the_server() {
     assert!(s.is_ok(), "{s:?}");
 }
 
+/// Issue 21, item 6: `early_seals = "auto"` budgeted every `s3://` store,
+/// MinIO on loopback included, so a durable engine waited a flush interval
+/// per append. An endpoint only a self-hosted server can be counts as
+/// unbilled; a public one, and no endpoint at all, keep the budget.
+#[cfg(any(feature = "opendal", feature = "object_store"))]
+#[test]
+fn a_self_hosted_endpoint_is_not_billed_per_request() {
+    let billed = |url: &str, options: &[(&str, &str)]| {
+        Storage::from_url_opts(url, options.iter().copied())
+            .unwrap_or_else(|e| panic!("{url}: {e}"))
+            .charges_per_request()
+    };
+    let adapters: &[&str] = match (cfg!(feature = "object_store"), cfg!(feature = "opendal")) {
+        (true, true) => &["&adapter=object_store", "&adapter=opendal"],
+        _ => &[""],
+    };
+    for adapter in adapters {
+        for (url, options, want) in [
+            ("s3://b?endpoint=http://127.0.0.1:9000", &[][..], false),
+            ("s3://b/root?endpoint=http://minio:9000", &[], false),
+            ("s3://b?endpoint=http://192.168.1.5:9000", &[], false),
+            ("s3://b?endpoint=https://minio.example.com", &[], true),
+            (
+                "s3://b?endpoint=https://s3.eu-west-1.amazonaws.com",
+                &[],
+                true,
+            ),
+            (
+                "s3://b?region=us-east-1",
+                &[("aws_endpoint", "http://10.1.2.3:9000")],
+                false,
+            ),
+        ] {
+            let url = format!("{url}{adapter}");
+            assert_eq!(billed(&url, options), want, "{url} {options:?}");
+        }
+    }
+    if cfg!(feature = "opendal") {
+        assert!(!billed("gs://b?endpoint=http://127.0.0.1:4443", &[]));
+        assert!(billed("gs://b", &[]));
+        let azurite =
+            "azblob://c?account=devstoreaccount1&endpoint=http://127.0.0.1:10000/devstoreaccount1";
+        assert!(!billed(azurite, &[]));
+        assert!(billed("azblob://c?account=a", &[]));
+    }
+}
+
 /// The message `from_url_opts` refuses `url` and `options` with.
 fn refused_with(url: &str, options: &[(&str, &str)]) -> String {
     match Storage::from_url_opts(url, options.iter().copied()) {

@@ -32,6 +32,7 @@ pub(crate) mod create;
 pub mod damage;
 mod fence;
 mod handoff;
+mod open_mode;
 mod policy;
 mod pressure;
 mod protocol;
@@ -40,6 +41,8 @@ mod reader;
 mod recovery;
 mod replay;
 mod retry;
+mod runtime;
+mod traced;
 
 use actor::{Actor, Command, Start};
 use damage::Damage;
@@ -89,6 +92,8 @@ pub(crate) struct Shared {
     unsettled: std::sync::atomic::AtomicU64,
     /// Set when the actor died of a bug (a panic): why.
     died: OnceLock<Arc<str>>,
+    /// Set when the runtime shut down under the actor.
+    runtime_gone: runtime::RuntimeGone,
 }
 
 impl Shared {
@@ -140,9 +145,17 @@ impl Shared {
         })
     }
 
-    /// A request went unanswered: the store died, or it is stopped.
+    /// A request went unanswered: the store died, its runtime shut down,
+    /// or it is stopped.
     fn unanswered(&self) -> Error {
-        self.died().unwrap_or_else(Error::stopped)
+        let stopped = self.stop_result.get().is_some();
+        self.died().unwrap_or_else(|| {
+            if self.runtime_gone.is_set() && !stopped {
+                runtime::RuntimeGone::error()
+            } else {
+                Error::stopped()
+            }
+        })
     }
 }
 
@@ -188,7 +201,15 @@ impl std::fmt::Debug for Wal {
 impl Wal {
     /// Opens the log under `prefix`: recovers its history from the objects'
     /// tails, claims the prefix with a start object of a new epoch, and
-    /// starts the actor. Must be called inside a tokio runtime.
+    /// starts the actor. A prefix that holds no log gets a new one, or,
+    /// with [`Config::create_if_missing`] `false`, the open fails with
+    /// [`Error::NoLog`] naming the prefixes that hold one, before anything
+    /// is written.
+    ///
+    /// It must be called inside a tokio runtime (outside one it fails at
+    /// once, writing nothing; [`crate::blocking::Wal`] brings its own), and
+    /// the store lives on that runtime: once the runtime shuts down, every
+    /// call fails with an [`Error::Stopped`] that says so.
     ///
     /// Before it creates anything it asks the backend to remove what
     /// crashed writers left under the prefix
@@ -196,9 +217,15 @@ impl Wal {
     /// a local directory's temporary files of dead processes); a failure to
     /// do so is logged, not fatal. [`WalReader::open`] never does.
     pub async fn open(storage: Storage, prefix: &str, config: Config) -> Result<Wal, Error> {
+        runtime::require("Wal::open")?;
         config.validate()?;
         let prefix = Prefix::new(prefix)?;
         let span = tracing::info_span!("open", prefix = %prefix);
+        if !config.create_if_missing {
+            open_mode::require_log(&storage, &prefix)
+                .instrument(span.clone())
+                .await?;
+        }
         remove_leftovers(&storage, &prefix)
             .instrument(span.clone())
             .await;
@@ -307,7 +334,8 @@ impl Wal {
             metrics,
         });
         let watch = shared.clone();
-        tokio::spawn(async move {
+        let queue = rx.clone();
+        let actor_task = async move {
             use futures::FutureExt;
             // A panic is a bug; it must never read as a clean stop.
             if let Err(panic) = std::panic::AssertUnwindSafe(actor.run(rx))
@@ -323,7 +351,8 @@ impl Wal {
                 tracing::error!(prefix = %prefix, %why, "the store's actor panicked");
                 let _ = watch.died.set(why);
             }
-        });
+        };
+        tokio::spawn(runtime::Watched::new(actor_task, shared.clone(), queue));
         Wal {
             handle: Arc::new(Handle {
                 tx,
@@ -343,11 +372,13 @@ impl Wal {
     /// in enqueued mode once they are admitted.
     pub async fn append(&self, entries: Vec<(RegionId, Bytes)>) -> Result<Vec<EntryId>, Error> {
         let arrived = Instant::now();
+        let span = tracing::debug_span!("append", entries = entries.len());
         self.call(|reply| Command::Append {
             entries,
             arrived,
             reply,
         })
+        .instrument(span)
         .await
     }
 
@@ -366,10 +397,12 @@ impl Wal {
         });
         let entries = reader::read(source, self.handle.read.clone(), region, from);
         let policy = self.handle.read.policy;
-        self.handle
+        let entries = self
+            .handle
             .shared
             .damage
-            .guard(policy, region, from, entries)
+            .guard(policy, region, from, entries);
+        traced::Traced::new(tracing::debug_span!("read", region, from), entries)
     }
 
     /// Marks the entries of `region` up to `id` obsolete (flushed by the
@@ -468,7 +501,12 @@ impl Wal {
             {
                 shared.died_stop().map_or(Ok(()), Err)
             }
-            Err(Error::Stopped { .. }) => shared.stop_result.get().cloned().unwrap_or(Ok(())),
+            Err(e @ Error::Stopped { .. }) => match shared.stop_result.get() {
+                Some(result) => result.clone(),
+                // Never stopped: its runtime shut down under it.
+                None if shared.runtime_gone.is_set() => Err(e),
+                None => Ok(()),
+            },
             other => other,
         }
     }
@@ -543,6 +581,10 @@ async fn ask<T>(
 ) -> Result<T, Error> {
     let (reply, answer) = oneshot::channel();
     tx.send(command(reply)).map_err(|_| shared.unanswered())?;
+    // Queued after its actor was dropped with the runtime: never answered.
+    if shared.runtime_gone.is_set() {
+        return Err(shared.unanswered());
+    }
     answer.await.map_err(|_| shared.unanswered())?
 }
 
@@ -616,7 +658,8 @@ impl WalReader {
         from: EntryId,
     ) -> impl Stream<Item = Result<Entry, Error>> + Send + 'static {
         let entries = reader::read(self.catalog.clone(), self.read.clone(), region, from);
-        self.damage.guard(self.read.policy, region, from, entries)
+        let entries = self.damage.guard(self.read.policy, region, from, entries);
+        traced::Traced::new(tracing::debug_span!("read", region, from), entries)
     }
 
     /// The largest indexed entry id of `region`; 0 when it has none.

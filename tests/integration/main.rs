@@ -2,6 +2,7 @@
 //! Run with `--all-features` (the fault wrapper is behind `testing`).
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
+mod blocking;
 #[cfg(feature = "cli")]
 mod cli;
 mod common;
@@ -17,14 +18,18 @@ mod format_roundtrip;
 mod handoff;
 mod hostile_input;
 mod model;
+mod open_modes;
 mod open_reads;
 mod pinning;
 mod prefetch;
 mod quarantine;
 mod replay;
+mod runtime;
 #[cfg(feature = "cli")]
 mod soak;
+mod spans;
 mod storage_conformance;
 mod storage_crash;
+mod storage_errors;
 mod wal_basic;
 mod wal_concurrency;

@@ -27,7 +27,10 @@
 //! rounds, beside the
 //! baseline's own figures and, except on `memory://` (where a create costs
 //! next to nothing, so a ratio would only measure the bench's own
-//! overhead), the ratio to them ([`crate::bench_report`]).
+//! overhead), the ratio to them ([`crate::bench_report`]). When the
+//! budget of early seals (or the timer), not the store, set the latency, a
+//! `note:` line says so and names the knob
+//! ([`crate::bench_report::policy_note`]).
 
 use std::io::IsTerminal;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -168,7 +171,7 @@ async fn bench(
     let baseline = baseline?;
     cleaned?;
     let ratios = !args.store.starts_with("memory:");
-    bench_report::print_summary(&rounds, &baseline, ratios);
+    bench_report::print_summary(&rounds, &baseline, ratios, config, remote);
     Ok(())
 }
 

@@ -9,8 +9,11 @@
 //! summary and exits 1 on any mismatch. Then it moves a region between two
 //! nodes' logs in the same store and checks it ([`crate::demo_handoff`]).
 //!
-//! The default store is a fresh directory under the system temp directory,
-//! kept afterwards so that `objwal inspect` can look at it. On a store whose
+//! The default store is a fresh directory under the system temp directory
+//! (`objwal-demo-PID-MILLIS`: the store and the acknowledgement log, some
+//! tens of MiB). A successful run removes it and says how much it freed;
+//! with `--keep` it stays, and the demo prints the `objwal inspect` line
+//! to look inside. A failed run always keeps it and names it, as evidence. On a store whose
 //! prefix already holds a log (an earlier demo's, say) the demo checks only
 //! its own run: every sequence of this run lies above the largest sequence
 //! listed before the writer started, so entries at or below it are earlier
@@ -62,6 +65,11 @@ pub struct DemoArgs {
     /// bound address is the `metrics:` line).
     #[arg(long, value_name = "HOST:PORT")]
     metrics_addr: Option<String>,
+    /// Keep the demo's own directory (without --store) after a successful
+    /// run, to look inside with `objwal inspect`; a failed run always
+    /// keeps it.
+    #[arg(long)]
+    keep: bool,
 }
 
 /// Where the demo keeps its store and its acknowledgement log.
@@ -70,6 +78,9 @@ struct Place {
     log: PathBuf,
     /// Remove the log after a success (it lives beside a user's store).
     remove_log: bool,
+    /// The demo's own directory (no `--store`): removed after a success
+    /// unless `--keep`.
+    own_dir: Option<PathBuf>,
 }
 
 fn place(store_url: Option<&str>) -> Result<Place, CliError> {
@@ -89,6 +100,7 @@ fn place(store_url: Option<&str>) -> Result<Place, CliError> {
                 url: url.to_owned(),
                 log: tmp.join(format!("{name}.acks.log")),
                 remove_log: true,
+                own_dir: None,
             })
         }
         None => {
@@ -102,6 +114,7 @@ fn place(store_url: Option<&str>) -> Result<Place, CliError> {
                 url: url.trim_end_matches('/').to_owned(),
                 log: base.join("acks.log"),
                 remove_log: false,
+                own_dir: Some(base),
             })
         }
     }
@@ -116,6 +129,53 @@ pub async fn run(prefix: &str, verbose: u8, args: DemoArgs) -> CliResult {
     )]);
     store::config(flush)?;
     let place = place(args.store.as_deref())?;
+    let result = run_at(prefix, verbose, &args, &place).await;
+    match (&place.own_dir, result) {
+        (Some(dir), Ok(())) if !args.keep => {
+            let bytes = dir_bytes(dir);
+            match std::fs::remove_dir_all(dir) {
+                Ok(()) => out!(
+                    "cleaned up:   removed {} ({:.1} MiB; --keep keeps it to look inside)",
+                    dir.display(),
+                    bytes as f64 / f64::from(1 << 20)
+                ),
+                Err(e) => out!("cleaned up:   could not remove {}: {e}", dir.display()),
+            }
+            Ok(())
+        }
+        (Some(dir), Err(e)) => Err(kept_for(e, dir)),
+        (_, result) => result,
+    }
+}
+
+/// A failure, with where the demo's files were kept.
+fn kept_for(e: CliError, dir: &Path) -> CliError {
+    let kept = format!(
+        " (the demo's store and acknowledgement log are kept in {})",
+        dir.display()
+    );
+    match e {
+        CliError::Failed(m) => CliError::Failed(format!("{m}{kept}")),
+        CliError::Usage(m) => CliError::Usage(format!("{m}{kept}")),
+    }
+}
+
+/// The bytes of the files under `dir`.
+fn dir_bytes(dir: &Path) -> u64 {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    entries
+        .flatten()
+        .map(|e| match e.file_type() {
+            Ok(t) if t.is_dir() => dir_bytes(&e.path()),
+            _ => e.metadata().map_or(0, |m| m.len()),
+        })
+        .sum()
+}
+
+/// The demo on `place`.
+async fn run_at(prefix: &str, verbose: u8, args: &DemoArgs, place: &Place) -> CliResult {
     let storage = store::open(&place.url, false)?;
     let seed = args.seed.unwrap_or_else(clock_seed);
     let mut rng = StdRng::seed_from_u64(seed);
@@ -142,7 +202,7 @@ pub async fn run(prefix: &str, verbose: u8, args: DemoArgs) -> CliResult {
         run,
         kill_after,
     };
-    let killed = run_child(prefix, verbose, &args, &place, &child).await?;
+    let killed = run_child(prefix, verbose, args, place, &child).await?;
     out!(
         "writer:       pid {} SIGKILLed after {:.2} s (of {} s)",
         killed.pid,
@@ -183,7 +243,7 @@ pub async fn run(prefix: &str, verbose: u8, args: DemoArgs) -> CliResult {
     }
     if place.remove_log {
         let _ = std::fs::remove_file(&place.log);
-    } else if let Some(path) = store::file_path(&place.url) {
+    } else if let (true, Some(path)) = (args.keep, store::file_path(&place.url)) {
         out!("look inside:  objwal inspect {}", display_url(&path));
     }
     Ok(())

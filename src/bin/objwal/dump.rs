@@ -18,9 +18,9 @@
 use std::io::{IsTerminal, Write};
 
 use futures::StreamExt;
+use objwal::id::Dotted;
 use objwal::{Config, DamagePolicy, WalReader};
 
-use crate::inspect::id_parts;
 use crate::{store, CliError, CliResult};
 
 /// Arguments of `objwal dump`.
@@ -55,7 +55,7 @@ pub async fn run(prefix: &str, args: DumpArgs) -> CliResult {
         ));
     }
     let storage = store::open(&args.url, true)?;
-    store::objects(&storage, &parsed).await?;
+    store::objects(&storage, &parsed, &args.url).await?;
     let config = Config {
         on_damaged_object: DamagePolicy::Quarantine,
         ..crate::store::base()
@@ -65,6 +65,15 @@ pub async fn run(prefix: &str, args: DumpArgs) -> CliResult {
         .filter(|r| r.objects > 0)
         .map(|r| r.region)
         .collect();
+    let released = reader.released_through(args.region);
+    if released > 0 {
+        return Err(CliError::Usage(format!(
+            "region {} is released (through id {}): release_region dropped it and its entries, \
+             so there is nothing to dump",
+            args.region,
+            Dotted(released)
+        )));
+    }
     if !regions.contains(&args.region) {
         return Err(CliError::Usage(format!(
             "region {} has no entries under prefix {prefix} (regions: {})",
@@ -123,7 +132,7 @@ async fn write_entries(reader: &WalReader, args: &DumpArgs) -> Result<(), Output
                 out,
                 "{} ({}) {} bytes: {}",
                 entry.id,
-                id_parts(entry.id),
+                Dotted(entry.id),
                 entry.data.len(),
                 show(&entry.data)
             )

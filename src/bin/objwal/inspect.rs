@@ -17,6 +17,7 @@ use std::collections::{BTreeMap, HashSet};
 
 use futures::StreamExt;
 use objwal::format::{self, SegmentIndex, Tail, TailDecode};
+use objwal::id::Dotted;
 use objwal::storage::keys::Prefix;
 use objwal::{ObjectMeta, ObjectStorage, Storage};
 use serde::Serialize;
@@ -138,7 +139,7 @@ struct RegionInfo {
 pub async fn run(prefix: &str, args: InspectArgs) -> CliResult {
     let prefix = store::prefix(prefix)?;
     let storage = store::open(&args.url, true)?;
-    let inspection = inspect(&storage, &prefix, &args.recheck).await?;
+    let inspection = inspect(&storage, &prefix, &args.url, &args.recheck).await?;
     if args.json {
         let text = serde_json::to_string_pretty(&inspection)
             .map_err(|e| CliError::Failed(format!("cannot encode JSON: {e}")))?;
@@ -155,9 +156,10 @@ pub async fn run(prefix: &str, args: InspectArgs) -> CliResult {
 async fn inspect(
     storage: &Storage,
     prefix: &Prefix,
+    url: &str,
     recheck: &Recheck,
 ) -> Result<Inspection, CliError> {
-    let listed = store::objects(storage, prefix).await?;
+    let listed = store::objects(storage, prefix, url).await?;
     let mut objects: Vec<ObjectInfo> = futures::stream::iter(listed)
         .map(|meta| describe(storage, prefix, meta))
         .buffered(CONCURRENCY)
@@ -390,11 +392,6 @@ fn summarize<'a>(objects: impl Iterator<Item = &'a ObjectInfo>) -> Vec<RegionInf
     regions.into_values().collect()
 }
 
-/// An entry id as `sequence.position`, as readable as the raw id is exact.
-pub fn id_parts(id: u64) -> String {
-    format!("{}.{}", format::sequence_of(id), format::position_of(id))
-}
-
 fn print_text(i: &Inspection) {
     let opt = |v: Option<u64>| v.map_or_else(|| "-".to_owned(), |v| v.to_string());
     out!(
@@ -430,16 +427,18 @@ fn print_text(i: &Inspection) {
                     "r{}: {} {}..{}",
                     s.region,
                     s.entries,
-                    id_parts(s.first_id),
-                    id_parts(s.last_id)
+                    Dotted(s.first_id),
+                    Dotted(s.last_id)
                 )
             })
             .collect();
-        segments.extend(
-            o.releases
-                .iter()
-                .map(|r| format!("release r{} through {}", r.region, r.released_through)),
-        );
+        segments.extend(o.releases.iter().map(|r| {
+            format!(
+                "release r{} through {}",
+                r.region,
+                Dotted(r.released_through)
+            )
+        }));
         if let Some(e) = &o.error {
             segments.push(format!("ERROR {e}"));
         }
@@ -457,8 +456,10 @@ fn print_text(i: &Inspection) {
             o.state
         );
     }
+    // Ids as the object table prints them: sequence.position.
+    let dotted = |v: Option<u64>| v.map_or_else(|| "-".to_owned(), |v| Dotted(v).to_string());
     out!(
-        "{:>8} {:>8} {:>8} {:>10} {:>20} {:>20}  released through",
+        "{:>8} {:>8} {:>8} {:>10} {:>16} {:>16}  released through (ids as sequence.position)",
         "region",
         "segments",
         "entries",
@@ -467,15 +468,22 @@ fn print_text(i: &Inspection) {
         "last id"
     );
     for r in &i.regions {
+        let ids = |id: u64| {
+            if r.segments == 0 {
+                "-".to_owned()
+            } else {
+                Dotted(id).to_string()
+            }
+        };
         out!(
-            "{:>8} {:>8} {:>8} {:>10} {:>20} {:>20}  {}",
+            "{:>8} {:>8} {:>8} {:>10} {:>16} {:>16}  {}",
             r.region,
             r.segments,
             r.entries,
             r.bytes,
-            r.first_id,
-            r.last_id,
-            opt(r.released_through)
+            ids(r.first_id),
+            ids(r.last_id),
+            dotted(r.released_through)
         );
     }
 }

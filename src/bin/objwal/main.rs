@@ -76,6 +76,11 @@ enum Command {
     /// Decodes every object fully; exit 1 on damage (read-only).
     Verify(verify::VerifyArgs),
     /// The entries of one region (read-only).
+    // The usage clap derives leaves out that the log's prefix is an
+    // option with a default (global, so it goes before or after `dump`).
+    #[command(
+        override_usage = "objwal dump <URL> --region <REGION> [--from <ID>] [--raw] [--prefix <PREFIX>]"
+    )]
     Dump(dump::DumpArgs),
     /// The write path under load: throughput, latency, objects, requests.
     Bench(bench::BenchArgs),
@@ -129,7 +134,7 @@ impl From<objwal::Error> for CliError {
 
 impl From<objwal::StorageError> for CliError {
     fn from(e: objwal::StorageError) -> Self {
-        CliError::Failed(format!("storage request failed: {e}"))
+        CliError::Failed(e.to_string())
     }
 }
 

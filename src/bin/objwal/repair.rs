@@ -49,7 +49,7 @@ pub struct RepairArgs {
 pub async fn run(prefix: &str, args: RepairArgs) -> CliResult {
     let prefix = store::prefix(prefix)?;
     let storage = store::open(&args.url, true)?;
-    store::objects(&storage, &prefix).await?;
+    store::objects(&storage, &prefix, &args.url).await?;
     if args.yes {
         // A writer's housekeeping, as `Wal::open` does it: what crashed
         // writers left that is not an object (a dry run touches nothing).

@@ -4,9 +4,9 @@
 //! the field. Commands that read (and `bench`) open a `file://` store only
 //! when its directory exists, so that a mistyped path is not created; a
 //! file where the directory should be is named as such. A prefix without
-//! objects is refused with the prefixes that do hold objects.
+//! objects is refused with the prefixes that do hold a log.
 
-use objwal::storage::keys::Prefix;
+use objwal::storage::keys::{Logs, Prefix};
 use objwal::{Config, ObjectMeta, ObjectStorage, Storage};
 
 use crate::CliError;
@@ -33,31 +33,70 @@ pub fn open(url: &str, must_exist: bool) -> Result<Storage, CliError> {
 }
 
 /// The objects under `prefix`, refusing (exit 2) a prefix that holds none
-/// with the prefixes of this store that do. Lists the whole store only on
-/// that path.
-pub async fn objects(storage: &Storage, prefix: &Prefix) -> Result<Vec<ObjectMeta>, CliError> {
+/// with the prefixes of this store that hold a log (the library's finding,
+/// [`Logs`], which `Wal::open` names too when `create_if_missing` is
+/// false), or, when `url` names a log's own directory (its root holds
+/// `objects/` and `fences/`), with the parent URL and the `--prefix` to
+/// use instead. Lists the whole store only on that path.
+pub async fn objects(
+    storage: &Storage,
+    prefix: &Prefix,
+    url: &str,
+) -> Result<Vec<ObjectMeta>, CliError> {
     let listed = storage.list(&prefix.objects_prefix()).await?;
     if !listed.is_empty() {
         return Ok(listed);
     }
-    let mut found = std::collections::BTreeSet::new();
-    for meta in storage.list("").await? {
-        if let Some((p, _)) = meta.key.rsplit_once("/objects/") {
-            if Prefix::new(p).is_ok_and(|p| p.parse_object_key(&meta.key).is_some()) {
-                found.insert(p.to_owned());
-            }
-        }
+    let everything = storage.list("").await?;
+    let logs = Logs::find(everything.iter().map(|m| m.key.as_str()));
+    let mut hints = Vec::new();
+    if logs.at_root {
+        hints.push(match parent_of(url) {
+            Some((parent, last)) => format!(
+                "this URL names a log itself (its root holds the log's objects): use its parent, \
+                 {parent} --prefix {last}"
+            ),
+            None => "the store's root holds a log's objects itself; objwal reads a log under a \
+                     prefix"
+                .to_owned(),
+        });
     }
-    let hint = if found.is_empty() {
-        "the store holds no objwal log".to_owned()
-    } else {
-        let names: Vec<String> = found.iter().map(|p| format!("--prefix {p}")).collect();
-        format!("prefixes with objects here: {}", names.join(", "))
-    };
+    if !logs.prefixes.is_empty() {
+        let names: Vec<String> = (logs.prefixes.iter())
+            .map(|p| format!("--prefix {p}"))
+            .collect();
+        hints.push(format!("prefixes holding a log here: {}", names.join(", ")));
+    }
+    if hints.is_empty() {
+        hints.push("the store holds no objwal log".to_owned());
+    }
     Err(CliError::Usage(format!(
-        "no objects under prefix {prefix:?}; {hint}",
+        "no objects under prefix {prefix:?}; {}",
+        hints.join("; "),
         prefix = prefix.as_str()
     )))
+}
+
+/// The URL of the folder (or bucket) holding what `url` names, with the
+/// same query, and the name of that last part: `file:///data/kv` gives
+/// `file:///data` and `kv`. `None` for a URL with no path to go up from
+/// (`s3://bucket`).
+pub fn parent_of(url: &str) -> Option<(String, String)> {
+    let (base, query) = match url.split_once('?') {
+        Some((base, query)) => (base, format!("?{query}")),
+        None => (url, String::new()),
+    };
+    let (scheme, rest) = base.trim_end_matches('/').split_once("://")?;
+    let (parent, last) = rest.rsplit_once('/')?;
+    if last.is_empty() {
+        return None;
+    }
+    let parent = if parent.is_empty() && rest.starts_with('/') {
+        "/"
+    } else {
+        parent
+    };
+    Some((format!("{scheme}://{parent}{query}"), last.to_owned()))
 }
 
 /// The local directory of a `file://` URL, when it is one.
@@ -73,6 +112,36 @@ pub fn file_path(url: &str) -> Option<std::path::PathBuf> {
 /// The validated prefix, as a usage error when it is refused.
 pub fn prefix(prefix: &str) -> Result<Prefix, CliError> {
     Prefix::new(prefix).map_err(|e| CliError::Usage(e.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_parent_of_a_url_keeps_its_scheme_and_query() {
+        for (url, parent, last) in [
+            ("file:///tmp/x/kv", "file:///tmp/x", "kv"),
+            ("file:///tmp/x/kv/", "file:///tmp/x", "kv"),
+            ("file:///kv", "file:///", "kv"),
+            ("file://rel/kv", "file://rel", "kv"),
+            (
+                "s3://b/root/kv?endpoint=http://h:9000",
+                "s3://b/root?endpoint=http://h:9000",
+                "kv",
+            ),
+            ("s3://b/kv", "s3://b", "kv"),
+        ] {
+            assert_eq!(
+                parent_of(url),
+                Some((parent.to_owned(), last.to_owned())),
+                "{url}"
+            );
+        }
+        assert_eq!(parent_of("s3://b"), None);
+        assert_eq!(parent_of("s3://b?endpoint=http://h:9000/x"), None);
+        assert_eq!(parent_of("memory://"), None);
+    }
 }
 
 /// The configuration file `--config` named, read once by `main`.

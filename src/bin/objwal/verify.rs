@@ -64,7 +64,7 @@ enum Outcome {
 pub async fn run(prefix: &str, args: VerifyArgs) -> CliResult {
     let prefix = store::prefix(prefix)?;
     let storage = store::open(&args.url, true)?;
-    let listed = store::objects(&storage, &prefix).await?;
+    let listed = store::objects(&storage, &prefix, &args.url).await?;
     let health = Health::of(&storage, &prefix, &args.recheck).await;
     let named: HashSet<String> = health.damaged().iter().map(|d| d.key.clone()).collect();
     let total = listed.len();

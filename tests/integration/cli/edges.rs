@@ -17,7 +17,7 @@ async fn a_wrong_prefix_or_a_file_for_a_directory_is_said_plainly() {
         let err = stderr(&o);
         assert!(
             err.contains("no objects under prefix \"typo\"")
-                && err.contains("prefixes with objects here: --prefix t"),
+                && err.contains("prefixes holding a log here: --prefix t"),
             "{command}: {err}"
         );
     }

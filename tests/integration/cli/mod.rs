@@ -296,6 +296,7 @@ async fn inspect_reaches_a_log_on_the_s3_test_server() {
     assert!(out.contains("0 damaged"), "{out}");
 }
 
+mod adoption;
 mod bench;
 mod damage;
 mod edges;

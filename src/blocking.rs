@@ -1,0 +1,336 @@
+//! A blocking handle, for engines that are not async.
+//!
+//! [`blocking::Wal`](Wal) has the methods of [`crate::Wal`] as plain
+//! functions, in the spirit of `reqwest::blocking`: each call hands its
+//! request to the same actor an async [`crate::Wal`] talks to and parks the
+//! calling thread until the answer comes, so the semantics are exactly the
+//! async handle's (ids, durability, `obsolete`, releases, stop, fencing,
+//! errors). [`read`](Wal::read) and [`replay`](Wal::replay) return
+//! iterators.
+//!
+//! # The runtime
+//!
+//! The handle owns a multi-thread tokio runtime (two worker threads named
+//! `objwal`, timers and I/O enabled) that runs the actor, its uploads and
+//! the reads of its iterators: [`Wal::open`] builds one per store;
+//! [`Wal::open_with_runtime`] takes one the caller built (to size it or name
+//! its threads; it must be multi-thread). The runtime lives as long as the
+//! last clone of the handle or iterator and is then shut down without
+//! waiting: call [`stop`](Wal::stop) first, as with the async handle
+//! (dropping without `stop` is a crash as far as the log is concerned).
+//!
+//! # Inside async code
+//!
+//! It never deadlocks: the calling thread only waits, and the work is done
+//! by the handle's own runtime threads, which no caller's code runs on. So a
+//! blocking call made from async code (a task of another runtime, even a
+//! current-thread one) completes; but it blocks that thread for the call's
+//! whole duration (a durable append waits for its object's create), which
+//! stalls the other tasks of that thread. In async code use
+//! [`as_async`](Wal::as_async) (an async [`crate::Wal`] on the same actor,
+//! usable from any tokio runtime) or `tokio::task::spawn_blocking`. Dropping
+//! the last handle inside async code is fine too (its runtime is shut down
+//! in the background).
+//!
+//! # Example: a small synchronous engine
+//!
+//! ```
+//! use objwal::blocking::Wal;
+//! use objwal::{Config, Storage};
+//!
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let dir = tempfile::tempdir()?;
+//! let url = format!("file://{}", dir.path().display());
+//!
+//! // No #[tokio::main]: the handle brings its runtime.
+//! let wal = Wal::open(Storage::from_url(&url)?, "engine", Config::default())?;
+//! let ids = wal.append(vec![(1, "put a=1".into()), (2, "put b=2".into())])?; // durable
+//! wal.append(vec![(1, "put a=2".into())])?;
+//! wal.obsolete(1, ids[0])?; // the memtable holding "put a=1" was flushed
+//! wal.release_region(2)?; // shard 2 dropped, durably
+//! wal.stop()?;
+//!
+//! // Restart: replay what was not flushed.
+//! let wal = Wal::open(Storage::from_url(&url)?, "engine", Config::default())?;
+//! let replayed: Vec<_> = wal.read(1, 0).collect::<Result<_, _>>()?;
+//! assert_eq!(replayed.len(), 1);
+//! assert_eq!(&replayed[0].data[..], b"put a=2");
+//! assert_eq!(wal.read(2, 0).count(), 0); // released
+//! wal.stop()?;
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! `examples/blocking_engine.rs` is a fuller one: a memtable per shard,
+//! flushes to local files with `obsolete`, a dropped shard, and a restart
+//! that replays every shard in one pass.
+
+use std::future::Future;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use futures::StreamExt;
+use tokio::runtime::{Handle, Runtime, RuntimeFlavor};
+
+use crate::catalog::{Pinning, RegionInfo};
+use crate::config::Config;
+use crate::error::Error;
+use crate::storage::Storage;
+use crate::wal::{Entry, Hole};
+use crate::{EntryId, RegionId};
+
+/// Worker threads of the runtime [`Wal::open`] builds: the actor is one
+/// task and uploads are futures it polls; a second thread keeps reads and
+/// a busy actor from waiting on each other.
+const WORKER_THREADS: usize = 2;
+
+/// A write-ahead log on object storage with blocking calls (see the
+/// [module docs](self)). Cheap to clone; every clone talks to the same
+/// actor and shares its runtime.
+#[derive(Clone)]
+pub struct Wal {
+    inner: Arc<Inner>,
+}
+
+/// The async handle and the runtime it lives on.
+struct Inner {
+    wal: crate::Wal,
+    handle: Handle,
+    /// Shut down (without waiting) when the last clone is dropped.
+    runtime: Option<Runtime>,
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        // `shutdown_background` may be called anywhere, async code included
+        // (dropping a `Runtime` there panics).
+        if let Some(runtime) = self.runtime.take() {
+            runtime.shutdown_background();
+        }
+    }
+}
+
+impl std::fmt::Debug for Wal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("blocking::Wal")
+            .field("wal", &self.inner.wal)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Wal {
+    /// Opens the log under `prefix` as [`crate::Wal::open`] does, on a new
+    /// multi-thread runtime of two worker threads that this handle owns.
+    pub fn open(storage: Storage, prefix: &str, config: Config) -> Result<Wal, Error> {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(WORKER_THREADS)
+            .thread_name("objwal")
+            .enable_all()
+            .build()
+            .map_err(|e| Error::Stopped {
+                detail: Some(
+                    format!("the blocking handle could not start its runtime: {e}").into(),
+                ),
+            })?;
+        Wal::open_with_runtime(runtime, storage, prefix, config)
+    }
+
+    /// Opens the log under `prefix` as [`crate::Wal::open`] does, on
+    /// `runtime`, which this handle then owns. It must be a multi-thread
+    /// runtime with timers and I/O enabled (`Builder::enable_all`): a
+    /// current-thread runtime runs tasks only inside its `block_on`, which
+    /// nothing would call, and is refused.
+    pub fn open_with_runtime(
+        runtime: Runtime,
+        storage: Storage,
+        prefix: &str,
+        config: Config,
+    ) -> Result<Wal, Error> {
+        let handle = runtime.handle().clone();
+        if handle.runtime_flavor() != RuntimeFlavor::MultiThread {
+            return Err(Error::invalid(
+                "objwal::blocking::Wal needs a multi-thread runtime: a current-thread runtime \
+                 runs its tasks only inside block_on, which nothing would call",
+            ));
+        }
+        let prefix = prefix.to_owned();
+        let wal = wait(&handle, async move {
+            crate::Wal::open(storage, &prefix, config).await
+        })?;
+        Ok(Wal {
+            inner: Arc::new(Inner {
+                wal,
+                handle,
+                runtime: Some(runtime),
+            }),
+        })
+    }
+
+    /// Runs a request of the async handle on the runtime and waits.
+    fn call<T, F>(&self, request: impl FnOnce(crate::Wal) -> F) -> Result<T, Error>
+    where
+        T: Send + 'static,
+        F: Future<Output = Result<T, Error>> + Send + 'static,
+    {
+        wait(&self.inner.handle, request(self.inner.wal.clone()))
+    }
+
+    /// [`crate::Wal::append`]: returns the ids in input order, once the
+    /// entries are durable (durable mode) or admitted (enqueued mode).
+    pub fn append(&self, entries: Vec<(RegionId, Bytes)>) -> Result<Vec<EntryId>, Error> {
+        self.call(|wal| async move { wal.append(entries).await })
+    }
+
+    /// [`crate::Wal::read`]: the entries of `region` with id >= `from`, in
+    /// id order, as an iterator. Up to `replay_concurrency` reads run ahead
+    /// on the handle's runtime while the caller consumes.
+    pub fn read(&self, region: RegionId, from: EntryId) -> Entries {
+        let _entered = self.inner.handle.enter();
+        let stream = self.inner.wal.read(region, from);
+        Entries::spawn(self.inner.clone(), stream)
+    }
+
+    /// [`crate::Wal::replay`]: the entries of many regions in one iterator,
+    /// each region's in id order, each object fetched once.
+    pub fn replay(
+        &self,
+        regions_and_from: impl IntoIterator<Item = (RegionId, EntryId)>,
+    ) -> Entries {
+        let _entered = self.inner.handle.enter();
+        let stream = self.inner.wal.replay(regions_and_from);
+        Entries::spawn(self.inner.clone(), stream)
+    }
+
+    /// [`crate::Wal::obsolete`]: the entries of `region` up to `id` are
+    /// flushed by the engine (hidden from reads, collectable).
+    pub fn obsolete(&self, region: RegionId, id: EntryId) -> Result<(), Error> {
+        self.call(|wal| async move { wal.obsolete(region, id).await })
+    }
+
+    /// [`crate::Wal::release_region`]: drops `region` durably.
+    pub fn release_region(&self, region: RegionId) -> Result<(), Error> {
+        self.call(|wal| async move { wal.release_region(region).await })
+    }
+
+    /// [`crate::Wal::latest_entry_id`]: the largest acknowledged id of
+    /// `region`; 0 when it has none. Does not wait.
+    pub fn latest_entry_id(&self, region: RegionId) -> EntryId {
+        self.inner.wal.latest_entry_id(region)
+    }
+
+    /// [`crate::Wal::wait_durable`]: returns once every entry of `region`
+    /// up to `id` is durable and indexed.
+    pub fn wait_durable(&self, region: RegionId, id: EntryId) -> Result<(), Error> {
+        self.call(|wal| async move { wal.wait_durable(region, id).await })
+    }
+
+    /// [`crate::Wal::flush`]: seals now; returns once everything admitted
+    /// before the call is durable and indexed.
+    pub fn flush(&self) -> Result<(), Error> {
+        self.call(|wal| async move { wal.flush().await })
+    }
+
+    /// [`crate::Wal::holes`]: what `region` misses. Does not wait.
+    pub fn holes(&self, region: RegionId) -> Vec<Hole> {
+        self.inner.wal.holes(region)
+    }
+
+    /// [`crate::Wal::regions`]: what the log holds per region.
+    pub fn regions(&self) -> Result<Vec<RegionInfo>, Error> {
+        self.call(|wal| async move { wal.regions().await })
+    }
+
+    /// [`crate::Wal::pinning`]: the regions that hold objects from
+    /// collection.
+    pub fn pinning(&self) -> Result<Vec<Pinning>, Error> {
+        self.call(|wal| async move { wal.pinning().await })
+    }
+
+    /// [`crate::Wal::stop`]: drains what was admitted and stops;
+    /// idempotent. The runtime stays up until the last clone is dropped.
+    pub fn stop(&self) -> Result<(), Error> {
+        self.call(|wal| async move { wal.stop().await })
+    }
+
+    /// The async handle of the same store (same actor, same state): for
+    /// async code, and for what has no blocking form here
+    /// ([`flush_requests`](crate::Wal::flush_requests),
+    /// [`import_region`](crate::Wal::import_region)). Poll its futures and
+    /// streams on any tokio runtime; it stays usable while a clone of this
+    /// handle keeps the runtime it lives on.
+    pub fn as_async(&self) -> &crate::Wal {
+        &self.inner.wal
+    }
+}
+
+/// Runs `future` on the runtime of `handle` and parks this thread until it
+/// is done. The thread is never one of that runtime's workers (callers
+/// cannot run code there), so this cannot deadlock; a runtime gone before
+/// the answer (it cannot be while a handle owns it) is a stopped store.
+fn wait<T: Send + 'static>(
+    handle: &Handle,
+    future: impl Future<Output = Result<T, Error>> + Send + 'static,
+) -> Result<T, Error> {
+    let (tx, rx) = flume::bounded(1);
+    handle.spawn(async move {
+        let _ = tx.send(future.await);
+    });
+    rx.recv().map_err(|_| Error::Stopped {
+        detail: Some("the runtime of the blocking handle shut down before it answered".into()),
+    })?
+}
+
+/// The entries of a [`Wal::read`] or [`Wal::replay`], in order; after an
+/// error the iteration ends. The reads run on the handle's runtime, ahead
+/// of the consumer within `replay_buffer_bytes`; dropping the iterator
+/// stops them. It keeps the runtime alive.
+pub struct Entries {
+    next: flume::Receiver<Result<Entry, Error>>,
+    task: tokio::task::JoinHandle<()>,
+    /// The runtime the reads run on.
+    _store: Arc<Inner>,
+}
+
+impl Entries {
+    fn spawn(
+        store: Arc<Inner>,
+        stream: impl futures::Stream<Item = Result<Entry, Error>> + Send + 'static,
+    ) -> Entries {
+        // One entry handed over at a time: the stream's own buffer bounds
+        // what is fetched ahead.
+        let (tx, next) = flume::bounded(1);
+        let task = store.handle.spawn(async move {
+            let mut stream = std::pin::pin!(stream);
+            while let Some(item) = stream.next().await {
+                if tx.send_async(item).await.is_err() {
+                    break;
+                }
+            }
+        });
+        Entries {
+            next,
+            task,
+            _store: store,
+        }
+    }
+}
+
+impl Iterator for Entries {
+    type Item = Result<Entry, Error>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        self.next.recv().ok()
+    }
+}
+
+impl Drop for Entries {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl std::fmt::Debug for Entries {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Entries").finish_non_exhaustive()
+    }
+}

@@ -1,0 +1,186 @@
+//! The blocking handle (issue 21, item 5): the async handle's behaviours
+//! through plain functions (append, read, obsolete, release, flush,
+//! wait_durable, stop, restart), its runtime choices, calls from inside
+//! async code, and the example engine run on the in-memory store.
+
+use std::sync::mpsc;
+
+use objwal::blocking::Wal;
+use objwal::storage::MemoryStorage;
+use objwal::{AckMode, Config, Error, Storage};
+
+use crate::common::{b, payloads, DEADLINE};
+
+#[path = "../../examples/blocking_engine.rs"]
+#[allow(dead_code, reason = "the example's main is not run here")]
+mod example;
+
+/// Runs `body` on its own thread and fails the test if it has not returned
+/// within [`DEADLINE`]: a deadlock fails instead of hanging.
+fn on_a_thread<T: Send + 'static>(body: impl FnOnce() -> T + Send + 'static) -> T {
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(body());
+    });
+    rx.recv_timeout(DEADLINE)
+        .expect("the blocking calls did not return: deadlocked")
+}
+
+fn texts(entries: impl Iterator<Item = Result<objwal::Entry, Error>>) -> Vec<String> {
+    let entries: Vec<_> = entries.collect::<Result<_, _>>().unwrap();
+    payloads(&entries)
+}
+
+#[test]
+fn a_blocking_store_appends_reads_obsoletes_releases_and_restarts() {
+    let storage = Storage::new(MemoryStorage::new());
+    let wal = Wal::open(storage.clone(), "t", Config::default()).unwrap();
+    let ids = wal
+        .append(vec![(1, b("a1")), (2, b("b1")), (1, b("a2"))])
+        .unwrap();
+    assert_eq!(ids.len(), 3);
+    assert!(ids[2] > ids[0]);
+    assert_eq!(wal.latest_entry_id(1), ids[2]);
+    assert_eq!(texts(wal.read(1, 0)), ["a1", "a2"]);
+    wal.obsolete(1, ids[0]).unwrap();
+    assert_eq!(texts(wal.read(1, 0)), ["a2"]);
+    wal.release_region(2).unwrap();
+    assert!(matches!(
+        wal.append(vec![(2, b("b2"))]),
+        Err(Error::RegionReleased { region: 2 })
+    ));
+    let regions = wal.regions().unwrap();
+    assert!(regions.iter().any(|r| r.region == 2 && r.released));
+    wal.stop().unwrap();
+    wal.stop().unwrap(); // idempotent
+    assert!(wal.append(vec![(1, b("late"))]).unwrap_err().is_stopped());
+
+    let wal = Wal::open(storage, "t", Config::default()).unwrap();
+    assert_eq!(texts(wal.read(1, 0)), ["a2"]);
+    assert_eq!(wal.read(2, 0).count(), 0);
+    let replayed = texts(wal.replay([(1, 0), (2, 0)]));
+    assert_eq!(replayed, ["a2"]);
+    let next = wal.append(vec![(1, b("a3"))]).unwrap();
+    assert!(next[0] > ids[2], "ids keep increasing across lives");
+    wal.stop().unwrap();
+}
+
+#[test]
+fn enqueued_appends_are_made_durable_by_wait_durable_and_flush() {
+    let storage = Storage::new(MemoryStorage::new());
+    let config = Config {
+        ack_mode: AckMode::Enqueued,
+        flush_interval: std::time::Duration::from_secs(3600),
+        max_unpersisted_age: std::time::Duration::from_secs(3600),
+        early_seals: objwal::EarlySeals::Off,
+        ..Config::default()
+    };
+    let wal = Wal::open(storage.clone(), "t", config).unwrap();
+    let first = wal.append(vec![(1, b("one"))]).unwrap();
+    wal.flush().unwrap();
+    let second = wal.append(vec![(1, b("two"))]).unwrap();
+    // Nothing seals by itself here: flush makes what it admitted durable.
+    wal.wait_durable(1, first[0]).unwrap();
+    wal.flush().unwrap();
+    wal.wait_durable(1, second[0]).unwrap();
+    // Dropped without stop: a crash. Both are durable.
+    drop(wal);
+    let wal = Wal::open(storage, "t", Config::default()).unwrap();
+    assert_eq!(texts(wal.read(1, 0)), ["one", "two"]);
+    wal.stop().unwrap();
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn blocking_calls_from_inside_async_code_complete_without_deadlock() {
+    // This test's own runtime has one thread, which the calls below block:
+    // they complete because the store runs on the handle's runtime.
+    let storage = Storage::new(MemoryStorage::new());
+    let wal = Wal::open(storage.clone(), "t", Config::default()).unwrap();
+    let id = wal.append(vec![(1, b("from async"))]).unwrap();
+    assert_eq!(texts(wal.read(1, 0)), ["from async"]);
+    // The async handle of the same store works on this runtime.
+    let more = wal
+        .as_async()
+        .append(vec![(1, b("async handle"))])
+        .await
+        .unwrap();
+    assert!(more[0] > id[0]);
+    wal.stop().unwrap();
+    // Dropping the last handle (and its runtime) inside async code is fine.
+    drop(wal);
+}
+
+#[test]
+fn calls_on_many_threads_share_one_store() {
+    let wal = Wal::open(Storage::new(MemoryStorage::new()), "t", Config::default()).unwrap();
+    let ids = on_a_thread(move || {
+        let threads: Vec<_> = (0..4u64)
+            .map(|region| {
+                let wal = wal.clone();
+                std::thread::spawn(move || {
+                    (0..5)
+                        .map(|i| {
+                            wal.append(vec![(region, b(&format!("{region}.{i}")))])
+                                .unwrap()[0]
+                        })
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        let ids: Vec<Vec<u64>> = threads.into_iter().map(|t| t.join().unwrap()).collect();
+        for region in 0..4u64 {
+            let want: Vec<String> = (0..5).map(|i| format!("{region}.{i}")).collect();
+            assert_eq!(texts(wal.read(region, 0)), want);
+        }
+        wal.stop().unwrap();
+        ids
+    });
+    for region_ids in ids {
+        assert!(region_ids.windows(2).all(|w| w[0] < w[1]));
+    }
+}
+
+#[test]
+fn a_runtime_of_ones_own_is_used_and_a_current_thread_one_is_refused() {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .thread_name("engine-wal")
+        .enable_all()
+        .build()
+        .unwrap();
+    let storage = Storage::new(MemoryStorage::new());
+    let wal = Wal::open_with_runtime(runtime, storage.clone(), "t", Config::default()).unwrap();
+    wal.append(vec![(1, b("x"))]).unwrap();
+    wal.stop().unwrap();
+
+    let current = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let e = Wal::open_with_runtime(current, storage, "t", Config::default()).unwrap_err();
+    assert!(matches!(e, Error::InvalidArgument { .. }), "{e:?}");
+    assert!(e.to_string().contains("multi-thread runtime"), "{e}");
+}
+
+#[test]
+fn an_iterator_dropped_early_stops_its_reads_and_the_store_goes_on() {
+    let wal = Wal::open(Storage::new(MemoryStorage::new()), "t", Config::default()).unwrap();
+    for i in 0..20 {
+        wal.append(vec![(1, b(&format!("e{i}")))]).unwrap();
+    }
+    let mut entries = wal.read(1, 0);
+    assert_eq!(&entries.next().unwrap().unwrap().data[..], b"e0");
+    drop(entries);
+    assert_eq!(wal.read(1, 0).count(), 20);
+    wal.stop().unwrap();
+}
+
+#[test]
+fn the_blocking_engine_example_keeps_every_put_across_a_restart() {
+    let tables = tempfile::tempdir().unwrap();
+    let replayed = example::run(Storage::new(MemoryStorage::new()), tables.path()).unwrap();
+    // Shard 0 flushed after six puts, shard 1 after all ten, shard 2 never,
+    // shard 3 dropped.
+    let replayed: Vec<(u64, usize)> = replayed.into_iter().collect();
+    assert_eq!(replayed, [(0, 4), (1, 0), (2, 10)]);
+}

@@ -1,0 +1,73 @@
+//! Tracing spans (issue 21, item 7): an append, a read and a reader's read
+//! each run in a span of their own, beside open, seal and create, so that
+//! a subscriber can time them and attribute their logs.
+
+use std::sync::{Arc, Mutex};
+
+use objwal::storage::MemoryStorage;
+use objwal::{Config, Storage, Wal, WalReader};
+use tracing_subscriber::layer::{Context, SubscriberExt};
+use tracing_subscriber::Layer;
+
+use crate::common::{b, collect_entries};
+
+/// Records the name and fields of every span created.
+#[derive(Clone, Default)]
+struct Spans(Arc<Mutex<Vec<String>>>);
+
+impl<S: tracing::Subscriber> Layer<S> for Spans {
+    fn on_new_span(
+        &self,
+        attrs: &tracing::span::Attributes<'_>,
+        _id: &tracing::span::Id,
+        _ctx: Context<'_, S>,
+    ) {
+        let mut fields = Fields(String::new());
+        attrs.record(&mut fields);
+        let name = attrs.metadata().name();
+        self.0.lock().unwrap().push(format!("{name}{}", fields.0));
+    }
+}
+
+struct Fields(String);
+
+impl tracing::field::Visit for Fields {
+    fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
+        self.0.push_str(&format!(" {}={value:?}", field.name()));
+    }
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn appends_and_reads_run_in_spans_of_their_own() {
+    let spans = Spans::default();
+    let subscriber = tracing_subscriber::registry().with(spans.clone());
+    let _default = tracing::subscriber::set_default(subscriber);
+
+    let storage = Storage::new(MemoryStorage::new());
+    let wal = Wal::open(storage.clone(), "t", Config::default())
+        .await
+        .unwrap();
+    wal.append(vec![(1, b("a")), (2, b("b"))]).await.unwrap();
+    let entries = collect_entries(wal.read(1, 0)).await.unwrap();
+    assert_eq!(entries.len(), 1);
+    wal.stop().await.unwrap();
+    let reader = WalReader::open(storage, "t", Config::default())
+        .await
+        .unwrap();
+    collect_entries(reader.read(2, 5)).await.unwrap();
+
+    let seen = spans.0.lock().unwrap().clone();
+    for want in [
+        "open prefix=t",
+        "append entries=2",
+        "read region=1 from=0",
+        "read region=2 from=5",
+        "seal",
+        "create",
+    ] {
+        assert!(
+            seen.iter().any(|s| s.starts_with(want)),
+            "no span {want:?} among {seen:#?}"
+        );
+    }
+}
