@@ -65,17 +65,17 @@ impl Round {
             p90_ms: percentile_ms(&self.latencies, 0.90),
             p99_ms: percentile_ms(&self.latencies, 0.99),
             max_ms: self.latencies.last().map_or(0.0, |n| *n as f64 / 1e6),
-            objects_per_s: self.requests.creates as f64 / secs,
+            objects_per_s: self.requests.objects as f64 / secs,
             reads_per_s: self.requests.reads as f64 / secs,
             requests_per_gib: if self.bytes == 0 {
                 0.0
             } else {
                 self.requests.requests as f64 * GIB / self.bytes as f64
             },
-            requests_per_object: if self.requests.creates == 0 {
+            requests_per_object: if self.requests.objects == 0 {
                 0.0
             } else {
-                self.requests.requests as f64 / self.requests.creates as f64
+                self.requests.requests as f64 / self.requests.objects as f64
             },
             object_bytes: median_u64(&sizes) as f64,
         }

@@ -25,6 +25,8 @@ pub struct Counters {
     deletes: AtomicU64,
     /// The size of every object created, in order.
     create_sizes: Mutex<Vec<u64>>,
+    /// Distinct keys created (a hedged create sends one key twice).
+    keys: Mutex<std::collections::HashSet<String>>,
 }
 
 /// The counts at one moment.
@@ -34,8 +36,10 @@ pub struct Snapshot {
     pub creates: u64,
     /// Every request of any kind.
     pub requests: u64,
-    /// Ranged reads (fence probes, read-backs).
+    /// Ranged reads (read-backs, recovery).
     pub reads: u64,
+    /// Distinct keys created: objects (a hedge creates a key twice).
+    pub objects: u64,
     /// Sizes recorded so far (an index into the create sizes).
     sizes_at: usize,
 }
@@ -48,6 +52,7 @@ impl Counters {
         Snapshot {
             creates,
             reads,
+            objects: self.keys.lock().map_or(0, |k| k.len() as u64),
             requests: creates
                 + reads
                 + self.lists.load(Ordering::Relaxed)
@@ -75,6 +80,7 @@ impl Snapshot {
         Snapshot {
             creates: self.creates.saturating_sub(earlier.creates),
             reads: self.reads.saturating_sub(earlier.reads),
+            objects: self.objects.saturating_sub(earlier.objects),
             requests: self.requests.saturating_sub(earlier.requests),
             sizes_at: self.sizes_at,
         }
@@ -134,7 +140,14 @@ async fn delay(by: Duration) {
 impl ObjectStorage for Counting {
     async fn create(&self, key: &str, data: Bytes) -> Result<Created, StorageError> {
         let n = self.counters.creates.fetch_add(1, Ordering::Relaxed) + 1;
-        self.counters.sizes().push(data.len() as u64);
+        if self
+            .counters
+            .keys
+            .lock()
+            .is_ok_and(|mut k| k.insert(key.to_owned()))
+        {
+            self.counters.sizes().push(data.len() as u64);
+        }
         let tail = self.latency.tail_every > 0 && n.is_multiple_of(self.latency.tail_every);
         let factor = if tail { self.latency.tail_factor } else { 1 };
         delay(self.latency.put * factor).await;
@@ -218,5 +231,6 @@ mod tests {
         );
         let counts = counters.snapshot();
         assert_eq!((counts.creates, counts.reads, counts.requests), (1, 1, 4));
+        assert_eq!(counts.objects, 1);
     }
 }

@@ -1,5 +1,6 @@
 //! Hedged creates: a create that has not answered after the 95th
-//! percentile of recent creates (or half `request_timeout`) is sent again with
+//! percentile of recent creates (at least 1.2 times their median), or half
+//! `request_timeout`, is sent again with
 //! the same bytes to the same key, and the first definitive answer wins.
 //!
 //! Safe by the protocol's own rules (rfcs/0006, "Hedged creates"): a hedge
@@ -102,14 +103,19 @@ impl Hedger {
         self.recent.push_back(took);
     }
 
-    /// The 95th percentile of the recent creates, once there are enough.
+    /// When a create counts as slow, once there are enough samples: the
+    /// 95th percentile of the recent creates, and never below 1.2 times
+    /// their median, so that a tight distribution's ordinary jitter does
+    /// not spend the budget the real outliers need.
     fn percentile(&self) -> Option<Duration> {
         if self.recent.len() < MIN_SAMPLES {
             return None;
         }
         let mut sorted: Vec<Duration> = self.recent.iter().copied().collect();
         sorted.sort_unstable();
-        sorted.get(sorted.len() * 95 / 100).copied()
+        let p95 = sorted.get(sorted.len() * 95 / 100).copied()?;
+        let median = sorted.get(sorted.len() / 2).copied()?;
+        Some(p95.max(median.mul_f64(1.2)))
     }
 }
 
@@ -126,6 +132,15 @@ mod tests {
         }
         let (after, budget) = h.starting().unwrap();
         assert_eq!(after, Duration::from_millis(96));
+        let mut tight = Hedger::new(Some(0.05), None);
+        for _ in 0..100 {
+            tight.landed(Duration::from_millis(30));
+        }
+        assert_eq!(
+            tight.starting().map(|t| t.0),
+            Some(Duration::from_millis(36)),
+            "1.2 times the median"
+        );
         // 100 creates started earn 5 hedges.
         for _ in 0..99 {
             h.starting();
