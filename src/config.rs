@@ -88,7 +88,7 @@ pub struct Config {
     /// batch waits up to this long before its object is even started, so
     /// it bounds the latency of a light load. Under such a load every
     /// interval with an append costs one create (a PUT, billed per request
-    /// on S3, plus the fence probe's GET that acknowledges it): 100ms is at
+    /// on S3, and no other request): 100ms is at
     /// most 10 objects a second, 1s at most one. Memory: the open batch
     /// holds what arrives in one interval, up to `max_batch_bytes`.
     #[serde(with = "humantime_serde")]
@@ -165,7 +165,7 @@ pub struct Config {
     /// per second. More early seals: lower latency for a light load, more
     /// requests (on S3, more PUTs per second when the load is light).
     pub early_seals: EarlySeals,
-    /// The first delay before a failed create or fence probe is repeated; it
+    /// The first delay before a failed create is repeated; it
     /// doubles per failure up to `retry_max_delay`.
     #[serde(with = "humantime_serde")]
     pub retry_initial_delay: Duration,
@@ -176,8 +176,8 @@ pub struct Config {
     /// many stores failing together do not retry in step. Seeded per store
     /// instance.
     pub retry_jitter: bool,
-    /// Attempts a stop gives a failed create (and a durable-mode fence probe
-    /// its transient failures) before it gives up and reports `Lost`.
+    /// Attempts a stop gives a failed create before it gives up and
+    /// reports `Lost`.
     pub stop_attempts: u32,
     /// A storage request that has not answered after this long fails with a
     /// transient error and is retried like any failure (`"off"`, the

@@ -158,7 +158,8 @@ pub(crate) async fn claim_epoch(
     )))
 }
 
-/// The probe of an opener: a newer process already claimed the prefix.
+/// An opener's closing read: whether a newer process already claimed the
+/// prefix (its fence at `epoch + 1` exists).
 pub(crate) async fn check_not_fenced(
     storage: &Storage,
     prefix: &Prefix,

@@ -4,7 +4,7 @@
 //! The delays come from `backon`'s exponential schedule: `retry_initial_delay`,
 //! doubling per failure up to `retry_max_delay`, with optional jitter seeded
 //! per store instance (so a test can replay a schedule). The actor keeps one
-//! [`Backoff`] per streak of failures (creates, fence probes, markers) and
+//! [`Backoff`] per streak of failures (creates, voids) and
 //! drops it when a request succeeds. Whether a failure may pass comes from
 //! the adapters' error kinds ([`crate::StorageError::is_transient`]), never
 //! from message text.
@@ -20,8 +20,7 @@ use crate::config::Config;
 pub(crate) struct RetryPolicy {
     builder: ExponentialBuilder,
     max_delay: Duration,
-    /// Attempts a stop gives a failed create (and a durable-mode probe its
-    /// transient failures) before giving up.
+    /// Attempts a stop gives a failed create before giving up.
     pub(crate) stop_attempts: u32,
 }
 

@@ -173,6 +173,16 @@ pub fn print_round(n: u32, round: &Round) {
         "round {n}: {:.0} appends/s, {:.2} MiB/s, p50 {:.3} ms, p99 {:.3} ms, {:.1} objects/s, {:.1} reads/s, {:.0} requests/GiB, median object {:.0} B",
         f.appends_per_s, f.mib_per_s, f.p50_ms, f.p99_ms, f.objects_per_s, f.reads_per_s, f.requests_per_gib, f.object_bytes
     );
+    let r = round.requests;
+    out!(
+        "  requests: {} objects created with {} creates (hedges: {}), {} reads, {} lists, {} deletes",
+        r.objects,
+        r.creates,
+        r.creates.saturating_sub(r.objects),
+        r.reads,
+        r.lists,
+        r.deletes
+    );
 }
 
 /// Medians over rounds beside the baseline's figures and, with `ratios`,

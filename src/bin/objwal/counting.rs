@@ -40,6 +40,10 @@ pub struct Snapshot {
     pub reads: u64,
     /// Distinct keys created: objects (a hedge creates a key twice).
     pub objects: u64,
+    /// Listings.
+    pub lists: u64,
+    /// Deletes (collection).
+    pub deletes: u64,
     /// Sizes recorded so far (an index into the create sizes).
     sizes_at: usize,
 }
@@ -49,14 +53,15 @@ impl Counters {
     pub fn snapshot(&self) -> Snapshot {
         let creates = self.creates.load(Ordering::Relaxed);
         let reads = self.reads.load(Ordering::Relaxed);
+        let lists = self.lists.load(Ordering::Relaxed);
+        let deletes = self.deletes.load(Ordering::Relaxed);
         Snapshot {
             creates,
             reads,
+            lists,
+            deletes,
             objects: self.keys.lock().map_or(0, |k| k.len() as u64),
-            requests: creates
-                + reads
-                + self.lists.load(Ordering::Relaxed)
-                + self.deletes.load(Ordering::Relaxed),
+            requests: creates + reads + lists + deletes,
             sizes_at: self.sizes().len(),
         }
     }
@@ -81,6 +86,8 @@ impl Snapshot {
             creates: self.creates.saturating_sub(earlier.creates),
             reads: self.reads.saturating_sub(earlier.reads),
             objects: self.objects.saturating_sub(earlier.objects),
+            lists: self.lists.saturating_sub(earlier.lists),
+            deletes: self.deletes.saturating_sub(earlier.deletes),
             requests: self.requests.saturating_sub(earlier.requests),
             sizes_at: self.sizes_at,
         }

@@ -278,7 +278,7 @@ async fn release(load: Arc<Load>, mut rng: StdRng) -> CliResult {
 
 /// Every 250 to 750 ms, the faults so far cleared and a new transient
 /// one armed: failed creates, lost responses, phantom "exists", failed
-/// and corrupted reads (also of the fence probe), failed lists and
+/// and corrupted reads (also of read-backs), failed lists and
 /// deletes, latency (5 ms, or 150 ms: a slow store).
 async fn faults(load: Arc<Load>, faulty: FaultyStorage, mut rng: StdRng) -> CliResult {
     let transient = StorageErrorKind::Transient;
