@@ -458,7 +458,9 @@ impl Wal {
 
     /// Seals the open batch now and returns once everything admitted before
     /// this call is durable and indexed (in both ack modes): the barrier
-    /// before a planned shutdown or a checkpoint.
+    /// before a planned shutdown or a checkpoint. The flush marks handed to
+    /// [`Wal::obsolete`] before it are durable too (in an object of their
+    /// own when no entry is waiting), so they survive a restart.
     pub async fn flush(&self) -> Result<(), Error> {
         self.call(|reply| Command::Flush { reply }).await
     }

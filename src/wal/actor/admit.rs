@@ -423,7 +423,18 @@ impl Actor {
             let _ = reply.send(Err(e));
             return;
         }
-        if let Some(open) = self.open.as_mut().filter(|o| !o.batch.is_empty()) {
+        // Flush marks handed in since the last seal are made durable too: an
+        // engine that flushed, marked and flushed the log expects its marks
+        // to survive a restart. With no entry waiting they ride in an object
+        // of their own.
+        if !self.marks.is_empty() {
+            if let Err(e) = self.open_batch(Instant::now()) {
+                let _ = reply.send(Err(e));
+                return;
+            }
+        }
+        let marks = !self.marks.is_empty();
+        if let Some(open) = self.open.as_mut().filter(|o| marks || !o.batch.is_empty()) {
             open.waiters.push(Waiter::Durable { reply });
             self.seal(SealReason::Requested);
             return;

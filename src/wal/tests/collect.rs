@@ -293,3 +293,26 @@ async fn an_idle_store_stops_writing_once_everything_is_collected() {
     assert!(read(&wal, 1).await.is_empty(), "the durable mark hides a");
     wal.stop().await.unwrap();
 }
+
+/// A user who marked entries obsolete and then flushed found them replayed
+/// after a crash: `flush` sealed nothing when no entry was waiting, so the
+/// marks stayed in memory until the next append.
+#[tokio::test]
+async fn flush_makes_pending_flush_marks_durable() {
+    let t = Bench::new("c-flush-marks", config());
+    let wal = t.open().await;
+    let a = wal.append(vec![(1, b("a")), (2, b("b"))]).await.unwrap();
+    wal.obsolete(1, a[0]).await.unwrap();
+    let before = t.faulty.counts().create.requests;
+    wal.flush().await.unwrap();
+    assert_eq!(
+        t.faulty.counts().create.requests,
+        before + 1,
+        "the marks rode in one object of their own"
+    );
+    drop(wal); // a crash: no stop
+    let wal = t.open().await;
+    assert!(read(&wal, 1).await.is_empty(), "the durable mark hides a");
+    assert_eq!(read(&wal, 2).await.len(), 1, "b is not marked");
+    wal.stop().await.unwrap();
+}
