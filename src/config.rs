@@ -122,12 +122,14 @@ pub struct Config {
     #[serde(with = "sizes")]
     pub max_unpersisted_bytes: u64,
     /// Enqueued mode: appends wait while the oldest unpersisted admission is
-    /// this old.
+    /// this old. Both modes: once creates have failed for this long, `flush`
+    /// and `wait_durable` answer the retryable `Failing` instead of waiting
+    /// out the outage.
     ///
     /// The recovery point objective: a crash loses at most about this much
     /// time of acknowledged appends. Shorter bounds stall appends sooner
-    /// while storage is slow or failing; it changes no request rate and no
-    /// memory bound.
+    /// while storage is slow or failing, and give up barriers sooner; it
+    /// changes no request rate and no memory bound.
     #[serde(with = "humantime_serde")]
     pub max_unpersisted_age: Duration,
     /// What a read does with a corrupted segment.

@@ -146,10 +146,10 @@ pub enum Error {
         source: StorageError,
     },
 
-    /// Acknowledged entries (enqueued mode) or release records were dropped
-    /// before they became durable: by a stop whose retries ran out, a
-    /// permanent failure during stop, or a poisoning.
-    #[error("{entries} acknowledged entries ({bytes} bytes) and {releases} release records were lost: {reason}")]
+    /// Acknowledged entries (enqueued mode), release records or flush
+    /// marks were dropped before they became durable: by a stop whose
+    /// retries ran out, a permanent failure during stop, or a poisoning.
+    #[error("{entries} acknowledged entries ({bytes} bytes), {releases} release records and {marks} flush marks were lost: {reason}")]
     Lost {
         /// Entries lost.
         entries: u64,
@@ -157,6 +157,10 @@ pub enum Error {
         bytes: u64,
         /// Release records lost.
         releases: u64,
+        /// Flush marks (`Wal::obsolete`) that never became durable: the
+        /// entries they hid replay after a restart until the engine hands
+        /// them in again.
+        marks: u64,
         /// Why.
         reason: Arc<str>,
     },

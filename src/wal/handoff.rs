@@ -75,6 +75,10 @@ impl Wal {
                 "region {region} (u64::MAX) is reserved for release records"
             )));
         }
+        // A stopped, poisoned or fenced store says so, also when there is
+        // nothing to import (the model test found an import of nothing on
+        // a stopped store answering `Ok`).
+        self.regions().await?;
         let theirs = from_log
             .latest_entry_id(region)
             .max(from_log.released_through(region));

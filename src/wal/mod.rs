@@ -137,6 +137,7 @@ impl Shared {
             entries: self.unsettled.load(std::sync::atomic::Ordering::Relaxed),
             bytes: 0,
             releases: 0,
+            marks: 0,
             reason: format!(
                 "the store died (its background task panicked: {why}); these entries were \
                  admitted and may not be durable"
@@ -450,7 +451,10 @@ impl Wal {
     /// Returns once every entry of `region` up to `id` is durable and
     /// indexed (at once for ids that already are, also when collection has
     /// deleted their object since). An id that was never handed out is an
-    /// `InvalidArgument`.
+    /// `InvalidArgument`. Once the store has been failing (a create failed
+    /// and is being repeated) for `max_unpersisted_age`, an entry not yet
+    /// durable answers the retryable [`Error::Failing`], also a barrier that
+    /// was waiting: call again.
     pub async fn wait_durable(&self, region: RegionId, id: EntryId) -> Result<(), Error> {
         self.call(|reply| Command::WaitDurable { region, id, reply })
             .await
@@ -460,7 +464,10 @@ impl Wal {
     /// this call is durable and indexed (in both ack modes): the barrier
     /// before a planned shutdown or a checkpoint. The flush marks handed to
     /// [`Wal::obsolete`] before it are durable too (in an object of their
-    /// own when no entry is waiting), so they survive a restart.
+    /// own when no entry is waiting), so they survive a restart. Once the
+    /// store has been failing (a create failed and is being repeated or
+    /// settled) for `max_unpersisted_age` it returns the retryable
+    /// [`Error::Failing`] instead of waiting out the outage.
     pub async fn flush(&self) -> Result<(), Error> {
         self.call(|reply| Command::Flush { reply }).await
     }

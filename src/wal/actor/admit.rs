@@ -226,8 +226,19 @@ impl Actor {
         self.regions.obsolete(region, mark);
         // New ids must never fall at or below a watermark handed in (from
         // a previous life of the store, or another log's, as an import
-        // does): ids admitted from now on lie above it.
-        if format::sequence_of(id) >= self.next_sequence {
+        // does): ids admitted from now on lie above it. The next id of the
+        // region is in the open batch when there is one: a watermark in the
+        // open batch's own sequence, above the region's positions there,
+        // needs the jump too (the model test found an import whose first id
+        // was its floor).
+        let next_id = match self.open.as_ref() {
+            Some(open) => open
+                .batch
+                .last_id(region)
+                .map_or(format::entry_id(open.batch.sequence, 1), |last| last + 1),
+            None => format::entry_id(self.next_sequence, 1),
+        };
+        if next_id <= id {
             self.jump(id)?;
         }
         self.arm_collect();
@@ -282,9 +293,17 @@ impl Actor {
                 crate::id::Dotted(id)
             ))
         };
+        // A barrier on an entry not yet durable, once the store has failed
+        // for `max_unpersisted_age`: retryable at once, as `flush`.
+        let failing = self.barrier_refusal();
         if let Some(open) = self.open.as_mut().filter(|o| o.batch.sequence == sequence) {
             if open.batch.last_id(region).is_some_and(|last| id <= last) {
-                open.waiters.push(Waiter::Durable { reply });
+                match failing {
+                    Some(e) => {
+                        let _ = reply.send(Err(e));
+                    }
+                    None => open.waiters.push(Waiter::Durable { reply }),
+                }
             } else {
                 let _ = reply.send(Err(never()));
             }
@@ -301,6 +320,8 @@ impl Actor {
                     )
                     .into(),
                 }));
+            } else if let Some(e) = failing {
+                let _ = reply.send(Err(e));
             } else {
                 sealed.waiters.push(Waiter::Durable { reply });
             }
@@ -420,6 +441,13 @@ impl Actor {
     /// implies every earlier one's).
     pub(super) fn on_flush(&mut self, reply: Reply<()>) {
         if let Some(e) = self.refusal() {
+            let _ = reply.send(Err(e));
+            return;
+        }
+        // A store that has failed for `max_unpersisted_age` refuses
+        // barriers at once (the model test's long outage found a flush that
+        // waited as long as the store failed).
+        if let Some(e) = self.barrier_refusal() {
             let _ = reply.send(Err(e));
             return;
         }

@@ -15,6 +15,7 @@ pub(super) struct Ledger {
     lost_entries: u64,
     lost_bytes: u64,
     lost_releases: u64,
+    lost_marks: u64,
     reason: Option<String>,
     /// Where the count of entries not yet settled is published, so that a
     /// handle can say what may be lost if the actor dies.
@@ -72,8 +73,16 @@ impl Ledger {
         }
     }
 
+    /// Flush marks that could not be made durable.
+    pub(super) fn lose_marks(&mut self, marks: u64, reason: impl FnOnce() -> String) {
+        self.lost_marks += marks;
+        if marks > 0 {
+            self.reason.get_or_insert_with(reason);
+        }
+    }
+
     pub(super) fn has_loss(&self) -> bool {
-        self.lost_entries > 0 || self.lost_releases > 0
+        self.lost_entries > 0 || self.lost_releases > 0 || self.lost_marks > 0
     }
 
     pub(super) fn reason(&self) -> Option<&str> {
@@ -86,6 +95,7 @@ impl Ledger {
             entries: self.lost_entries,
             bytes: self.lost_bytes,
             releases: self.lost_releases,
+            marks: self.lost_marks,
             reason: self
                 .reason
                 .clone()
@@ -101,9 +111,9 @@ impl Ledger {
         let detail = if self.has_loss() {
             Some(
                 format!(
-                    "{} entries ({} bytes) admitted but never made durable and {} release records \
-                     are not in the log",
-                    self.lost_entries, self.lost_bytes, self.lost_releases
+                    "{} entries ({} bytes) admitted but never made durable, {} release records \
+                     and {} flush marks are not in the log",
+                    self.lost_entries, self.lost_bytes, self.lost_releases, self.lost_marks
                 )
                 .into(),
             )

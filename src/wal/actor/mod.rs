@@ -206,6 +206,9 @@ struct Failing {
     reason: Arc<str>,
     backoff: Backoff,
     retry_at: Instant,
+    /// When the store started failing: barriers wait at most
+    /// `max_unpersisted_age` from then ([`Actor::barrier_refusal`]).
+    since: Instant,
 }
 
 /// Enqueued mode's held-back appends, and the failing state of creates.
@@ -335,6 +338,9 @@ impl Actor {
             self.progress();
             if self.stop_is_complete() {
                 let result = self.finish_stop();
+                // Creates of a backlog the stop gave up on: a stopped store
+                // creates nothing more.
+                self.pipeline.abort_all();
                 drop(self);
                 stop::answer_stopped(rx, result).await;
                 return;
@@ -351,6 +357,7 @@ impl Actor {
                 .as_ref()
                 .map(|f| f.retry_at)
                 .filter(|at| *at > now && self.pipeline.has_waiting());
+            let barriers_at = self.barriers_deadline();
             tokio::select! {
                 biased;
                 Some(done) = self.pipeline.creates.next(), if !self.pipeline.creates.is_empty() => self.on_create_done(done),
@@ -365,6 +372,7 @@ impl Actor {
                 () = sleep_until(seal_at), if seal_at.is_some() => self.seal_at = None,
                 () = sleep_until(kept_at), if kept_at.is_some() => self.on_kept_tick(),
                 () = sleep_until(retry_at), if retry_at.is_some() => {}
+                () = sleep_until(barriers_at), if barriers_at.is_some() => self.refuse_barriers(),
                 () = sleep_until(collect_at), if collect_at.is_some() => self.on_collect_tick(),
             }
         }
@@ -432,6 +440,64 @@ impl Actor {
     }
 
     /// The error every request gets in the current state, if any.
+    /// While the store has failed for `max_unpersisted_age`, barriers
+    /// (`flush`, `wait_durable` of an entry not yet durable) answer the
+    /// retryable `Failing` instead of waiting out the outage: the backlog
+    /// stays and is repeated, and the caller calls again. Within the bound
+    /// they wait, so a brief failure costs a barrier only time.
+    fn barrier_refusal(&self) -> Option<Error> {
+        let failing = self.backlog.failing.as_ref()?;
+        let age = self.config.max_unpersisted_age;
+        (failing.since.elapsed() >= age).then(|| Error::Failing {
+            reason: format!(
+                "{}; the store has failed for {age:?} (max_unpersisted_age): the backlog stays \
+                 and is repeated, call again",
+                failing.reason
+            )
+            .into(),
+        })
+    }
+
+    /// When the barriers waiting now are refused (see
+    /// [`Self::barrier_refusal`]): only while the store fails and one waits.
+    fn barriers_deadline(&self) -> Option<Instant> {
+        let failing = self.backlog.failing.as_ref()?;
+        let waiting = self
+            .open
+            .iter()
+            .flat_map(|o| o.waiters.iter())
+            .chain(self.pipeline.iter().flat_map(|b| b.waiters.iter()))
+            .any(|w| matches!(w, Waiter::Durable { .. }));
+        waiting.then_some(failing.since + self.config.max_unpersisted_age)
+    }
+
+    /// Answers every waiting barrier with [`Self::barrier_refusal`].
+    fn refuse_barriers(&mut self) {
+        let Some(error) = self.barrier_refusal() else {
+            return;
+        };
+        let barrier = |w: &Waiter| matches!(w, Waiter::Durable { .. });
+        let mut refused = Vec::new();
+        if let Some(open) = self.open.as_mut() {
+            let (barriers, others) = std::mem::take(&mut open.waiters)
+                .into_iter()
+                .partition(barrier);
+            open.waiters = others;
+            refused.extend::<Vec<Waiter>>(barriers);
+        }
+        for sealed in self.pipeline.iter_mut() {
+            let (barriers, others) = std::mem::take(&mut sealed.waiters)
+                .into_iter()
+                .partition(barrier);
+            sealed.waiters = others;
+            refused.extend::<Vec<Waiter>>(barriers);
+        }
+        tracing::warn!(barriers = refused.len(), %error, "refusing barriers while the store fails");
+        for waiter in refused {
+            waiter.fail(error.clone());
+        }
+    }
+
     fn refusal(&self) -> Option<Error> {
         if let Some(e) = &self.poisoned {
             return Some(e.clone());

@@ -144,7 +144,6 @@ impl Actor {
             releases,
             jump,
             state: FlightState::Waiting,
-            abort: None,
         });
         self.start_creates();
     }
@@ -445,6 +444,7 @@ impl Actor {
             reason: reason.clone(),
             backoff: self.retry.backoff(),
             retry_at: Instant::now(),
+            since: Instant::now(),
         });
         let delay = failing.backoff.fail();
         failing.reason = reason;
@@ -552,20 +552,28 @@ impl Actor {
         self.kept.deadline = None;
         let mut waiters = Vec::new();
         let (mut entries, mut bytes, mut releases) = (0, 0, kept);
+        let mut marks = std::mem::take(&mut self.marks).len() as u64;
         if let Some(open) = self.open.take() {
             entries += open.batch.entries;
             bytes += open.batch.payload_bytes;
             releases += open.batch.releases.len() as u64;
+            marks += open.batch.marks.len() as u64;
             waiters.extend(open.waiters);
         }
         for sealed in self.pipeline.drain() {
             entries += sealed.entries;
             bytes += sealed.payload_bytes;
             releases += sealed.releases.len() as u64;
+            marks += sealed.marks.len() as u64;
             self.remember_failed(sealed.sequence);
             waiters.extend(sealed.waiters);
         }
         self.lose(entries, bytes, releases, &reason);
+        if self.stopping.is_some() {
+            // A stop that gives up on the flush marks says so: its `Ok`
+            // would promise they survive the restart.
+            self.ledger.lose_marks(marks, || reason.clone());
+        }
         let error = if let Some(fenced) = self.poisoned.as_ref().filter(|e| e.is_fenced()) {
             fenced.clone()
         } else if self.ledger.has_loss() {

@@ -316,3 +316,38 @@ async fn flush_makes_pending_flush_marks_durable() {
     assert_eq!(read(&wal, 2).await.len(), 1, "b is not marked");
     wal.stop().await.unwrap();
 }
+
+/// The model test found a stop that answered `Ok` after it gave up on the
+/// object carrying the flush marks: the obsolete entries replayed after the
+/// restart although the clean stop promised everything durable.
+#[tokio::test]
+async fn a_stop_that_gives_up_on_flush_marks_reports_them_lost() {
+    let t = Bench::new(
+        "c-stop-marks",
+        Config {
+            stop_attempts: 1,
+            ..config()
+        },
+    );
+    let wal = t.open().await;
+    let a = wal.append(vec![(1, b("a"))]).await.unwrap();
+    wal.obsolete(1, a[0]).await.unwrap();
+    t.faulty
+        .fail_next(Op::Create, "/objects/", 1, StorageErrorKind::Transient);
+    let err = wal.stop().await.unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::Lost {
+                entries: 0,
+                releases: 0,
+                marks: 1,
+                ..
+            }
+        ),
+        "{err}"
+    );
+    let wal = t.open().await;
+    assert_eq!(read(&wal, 1).await.len(), 1, "the mark is not durable");
+    wal.stop().await.unwrap();
+}

@@ -23,6 +23,7 @@ mod hedging;
 mod lifecycle;
 mod matrix;
 mod matrix_enqueued;
+mod model_found;
 mod pinning;
 mod recovery;
 mod release;
