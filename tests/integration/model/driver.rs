@@ -11,11 +11,11 @@ use objwal::storage::fault::FaultyStorage;
 use objwal::{AckMode, Config, Entry, Error, RegionId, Wal};
 
 use super::reference::{Key, Model};
-use super::steps::{Fault, From, Op, Step, REGIONS};
+use super::steps::{Fault, From, Op, Settings, Step, REGIONS};
 
 /// The longest any call may take (virtual time).
 const DEADLINE: Duration = Duration::from_secs(30);
-const PREFIX: &str = "model";
+pub(super) const PREFIX: &str = "model";
 
 /// `fut`, or a failure naming `what` when it does not finish in time.
 pub(super) async fn within<T>(
@@ -29,7 +29,7 @@ pub(super) async fn within<T>(
 
 /// A call, for the rules of which errors it may return.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Call {
+pub(super) enum Call {
     Append,
     Read,
     Obsolete,
@@ -38,34 +38,37 @@ enum Call {
     Flush,
     Stop,
     Open,
+    Import,
 }
 
-/// What a run exercised (printed by the test, so a model that stopped
-/// reaching something shows).
-#[derive(Debug, Default, Clone, Copy)]
+/// What a run exercised, path by path (printed by the test, so a path
+/// no case reached shows as 0 without planting anything): the driver's
+/// own counts (`steps`, `errors`, `imports`, ...) and the store's metrics
+/// (`objwal_*`, read from a recorder local to the case).
+#[derive(Debug, Default, Clone)]
 pub struct Stats {
-    /// Steps run.
-    pub steps: u64,
-    /// Errors answered (every one checked against the documented ones).
-    pub errors: u64,
-    /// Entries reads returned in a life.
-    pub entries_read: u64,
-    /// Holes reads reported.
-    pub holes: u64,
-    /// Reopens, crashes and second openers.
-    pub restarts: u64,
-    /// Entries replayed after them.
-    pub entries_replayed: u64,
+    counts: BTreeMap<String, u64>,
 }
 
 impl Stats {
+    /// Adds `n` to the count `name`.
+    pub fn bump(&mut self, name: &str, n: u64) {
+        *self.counts.entry(name.to_owned()).or_insert(0) += n;
+    }
+
     pub fn add(&mut self, other: &Stats) {
-        self.steps += other.steps;
-        self.errors += other.errors;
-        self.entries_read += other.entries_read;
-        self.holes += other.holes;
-        self.restarts += other.restarts;
-        self.entries_replayed += other.entries_replayed;
+        for (name, n) in &other.counts {
+            self.bump(name, *n);
+        }
+    }
+}
+
+impl std::fmt::Display for Stats {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        for (name, n) in &self.counts {
+            writeln!(f, "  {name:<44} {n}")?;
+        }
+        Ok(())
     }
 }
 
@@ -73,7 +76,15 @@ impl Stats {
 pub struct Driver {
     pub stats: Stats,
     pub(super) faulty: FaultyStorage,
-    config: Config,
+    pub(super) settings: Settings,
+    pub(super) config: Config,
+    /// The other log of the store, once a step used it.
+    pub(super) source: Option<super::surface::Source>,
+    /// Imports that failed: repeated once the faults are cleared.
+    pub(super) imports_to_repeat: BTreeSet<RegionId>,
+    /// Releases on the other log after an import under faults: repeated
+    /// once the faults are cleared.
+    pub(super) source_releases_to_repeat: BTreeSet<RegionId>,
     pub(super) handles: Vec<Wal>,
     /// The first `stop()` result of the current store, once stopped.
     pub(super) stopped: Option<Result<(), Error>>,
@@ -89,6 +100,57 @@ pub(super) async fn read_all(wal: &Wal, region: RegionId, from: u64) -> Result<V
     Ok(entries)
 }
 
+/// The variant of `e`, for the per-path counts.
+fn error_kind(e: &Error) -> String {
+    let debug = format!("{e:?}");
+    debug
+        .split(|c: char| !c.is_alphanumeric())
+        .next()
+        .unwrap_or("")
+        .to_owned()
+}
+
+/// `read_all`, going on past the holes a read under
+/// `on_corrupted_segment = "fail"` stops at (each named by `holes`).
+pub(super) async fn read_past_holes(
+    wal: &Wal,
+    region: RegionId,
+    from: u64,
+) -> Result<Vec<Entry>, Error> {
+    let mut entries = Vec::new();
+    let mut from = from;
+    loop {
+        let mut stream = Box::pin(wal.read(region, from));
+        let mut stopped = None;
+        while let Some(entry) = stream.next().await {
+            match entry {
+                Ok(entry) => {
+                    from = entry.id + 1;
+                    entries.push(entry);
+                }
+                Err(e @ Error::Corrupted { .. }) => {
+                    stopped = Some(e);
+                    break;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        let Some(e) = stopped else {
+            return Ok(entries);
+        };
+        let past = wal
+            .holes(region)
+            .iter()
+            .filter(|h| h.last_id >= from)
+            .map(|h| h.last_id + 1)
+            .min();
+        match past {
+            Some(next) if next > from => from = next,
+            _ => return Err(e),
+        }
+    }
+}
+
 fn same(a: &Result<(), Error>, b: &Result<(), Error>) -> bool {
     match (a, b) {
         (Ok(()), Ok(())) => true,
@@ -98,19 +160,21 @@ fn same(a: &Result<(), Error>, b: &Result<(), Error>) -> bool {
 }
 
 impl Driver {
-    /// A fresh store in `mode`.
-    pub async fn new(mode: AckMode) -> Result<Driver, String> {
+    /// A fresh store in `mode` with `settings`.
+    pub async fn new(mode: AckMode, settings: Settings) -> Result<Driver, String> {
         let faulty = crate::common::faulty_memory();
-        let config = Config {
-            flush_interval: Duration::from_millis(10),
-            ack_mode: mode,
-            retry_jitter: false,
-            ..Config::default()
-        };
+        let config = settings.config(mode);
+        config
+            .validate()
+            .map_err(|e| format!("the drawn settings are invalid: {e}"))?;
         let mut driver = Driver {
             stats: Stats::default(),
             faulty,
+            settings,
             config,
+            source: None,
+            imports_to_repeat: BTreeSet::new(),
+            source_releases_to_repeat: BTreeSet::new(),
             handles: Vec::new(),
             stopped: None,
             model: Model::new(mode == AckMode::Enqueued),
@@ -125,14 +189,16 @@ impl Driver {
     }
 
     /// Whether `e` is an answer the documentation allows for `call` now.
-    fn expect_error(
+    pub(super) fn expect_error(
         &mut self,
         call: Call,
         e: &Error,
         faulty: bool,
         regions: &[RegionId],
     ) -> Result<(), String> {
-        self.stats.errors += 1;
+        self.stats.bump("errors", 1);
+        self.stats
+            .bump(&format!("error {call:?}: {}", error_kind(e)), 1);
         if self.stopped.is_some() && call != Call::Stop && call != Call::Open {
             return if e.is_stopped() {
                 Ok(())
@@ -155,6 +221,15 @@ impl Driver {
             };
         }
         let enqueued = self.model.enqueued;
+        // Under `on_corrupted_segment = "fail"` a read stops at a segment
+        // that fails its check (one corrupted in transit).
+        let corrupted_read = matches!(call, Call::Read | Call::Import)
+            && matches!(e, Error::Corrupted { .. })
+            && self.settings.fail_on_corruption
+            && (faulty || self.model.corruption || self.model.has_quarantined());
+        if corrupted_read {
+            return Ok(());
+        }
         let allowed = faulty
             && match (call, e) {
                 (Call::Append, Error::Storage { .. } | Error::NotDurable { .. }) => !enqueued,
@@ -165,9 +240,16 @@ impl Driver {
                     Call::Release | Call::Flush,
                     Error::Storage { .. } | Error::NotDurable { .. } | Error::Failing { .. },
                 ) => true,
+                // A barrier refused once the store has failed for
+                // `max_unpersisted_age` (a long outage).
+                (Call::WaitDurable, Error::Failing { .. }) => true,
                 (Call::Read, Error::Storage { .. }) => true,
+                (Call::Import, e) => !e.is_poisoned() && !e.is_stopped(),
                 (Call::Stop, Error::Lost { .. }) => true,
                 (Call::Open, Error::Storage { .. } | Error::Corrupted { .. }) => true,
+                // A recovery that met a request failing, or stalled until
+                // `request_timeout`, in the middle of its reads.
+                (Call::Open, Error::Recovery { .. }) => true,
                 _ => false,
             };
         if allowed {
@@ -208,20 +290,42 @@ impl Driver {
     /// After an open: the faults are cleared, every region is replayed
     /// from 0 and checked, and failed releases are repeated.
     pub(super) async fn check_restart(&mut self, wal: Wal) -> Result<(), String> {
+        self.check_restart_allowing(wal, &BTreeSet::new()).await
+    }
+
+    /// [`Self::check_restart`], where the entries of objects `lost` (deleted
+    /// by hand, or named unreplayed) may be missing.
+    pub(super) async fn check_restart_allowing(
+        &mut self,
+        wal: Wal,
+        lost: &BTreeSet<u64>,
+    ) -> Result<(), String> {
         self.faulty.clear_faults();
         let infos = within("regions", wal.regions())
             .await?
             .map_err(|e| format!("regions() after an open: {e}"))?;
         let mut replay = BTreeMap::new();
+        let mut holes = Vec::new();
         for region in 0..REGIONS {
-            let entries = within("replay", read_all(&wal, region, 0))
+            let entries = within("replay", read_past_holes(&wal, region, 0))
                 .await?
                 .map_err(|e| format!("replay of region {region}: {e}"))?;
+            holes.extend(wal.holes(region));
             replay.insert(region, entries);
         }
-        self.stats.restarts += 1;
-        self.stats.entries_replayed += replay.values().map(|e| e.len() as u64).sum::<u64>();
-        self.model.restarted(&replay, &infos)?;
+        // The bulk replay of every region yields what the reads did.
+        let bulk = within("bulk replay", super::surface::replay_all(&wal, 0..REGIONS)).await?;
+        if !self.settings.fail_on_corruption || holes.is_empty() {
+            let bulk = bulk.map_err(|e| format!("bulk replay after an open: {e}"))?;
+            super::surface::same_as_reads(&bulk, &replay, "the bulk replay after an open")?;
+        }
+        self.stats.bump("restarts", 1);
+        self.stats.bump(
+            "entries replayed",
+            replay.values().map(|e| e.len() as u64).sum::<u64>(),
+        );
+        self.stats.bump("holes at restarts", holes.len() as u64);
+        self.model.restarted(&replay, &infos, &holes, lost)?;
         self.stopped = None;
         for region in self.model.to_release_again() {
             within("release", wal.release_region(region))
@@ -235,15 +339,19 @@ impl Driver {
 
     /// Runs one step.
     pub async fn step(&mut self, step: &Step) -> Result<(), String> {
-        self.stats.steps += 1;
+        self.stats.bump("steps", 1);
         match step {
             Step::Op(op) => self.op(op, false).await,
             Step::Together(ops) => self.together(ops).await,
             Step::Faulty { fault, ops } => {
                 self.model.corruption |= matches!(fault, Fault::CorruptRead { .. });
-                fault.arm(&self.faulty);
+                self.stats.bump(&format!("fault {}", fault.name()), 1);
+                fault.arm(&self.faulty, self.settings.request_timeout_ms.is_some());
                 for op in ops {
                     self.op(op, true).await?;
+                }
+                if let Fault::Outage { ms } = fault {
+                    tokio::time::sleep(Duration::from_millis(*ms)).await;
                 }
                 self.faulty.clear_faults();
                 self.settle().await
@@ -268,13 +376,29 @@ impl Driver {
         if self.stopped.is_some() {
             return Ok(());
         }
-        let (_, admitted) = self.model.snapshot();
-        within("flush after the faults", self.wal(0).flush())
-            .await?
-            .map_err(|e| {
-                format!("the store did not recover once the faults were cleared: flush: {e}")
-            })?;
-        self.model.flushed(&admitted);
+        self.repeat_imports().await?;
+        // A batch sealed under the faults may still fail after they are
+        // cleared (a stalled create gives up at `request_timeout`, then its
+        // void settles the key): the first flushes may report it.
+        for attempt in 0..3 {
+            let (_, admitted) = self.model.snapshot();
+            let flushed = within("flush after the faults", self.wal(0).flush()).await?;
+            match flushed {
+                Ok(()) => {
+                    self.model.flushed(&admitted);
+                    return Ok(());
+                }
+                Err(e) if attempt < 2 && e.is_retryable() => {
+                    self.expect_error(Call::Flush, &e, true, &[])?;
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                }
+                Err(e) => {
+                    return Err(format!(
+                        "the store did not recover once the faults were cleared: flush: {e}"
+                    ))
+                }
+            }
+        }
         Ok(())
     }
 
@@ -341,6 +465,11 @@ impl Driver {
                 self.check_restart(wal).await
             }
             Op::SecondOpener => self.second_opener(faulty).await,
+            Op::Replay { from } => self.replay(from, faulty).await,
+            Op::Reader { from } => self.reader(from, faulty).await,
+            Op::SourceAppend { region, n } => self.source_append(*region, *n, faulty).await,
+            Op::Import { region } => self.import(*region, faulty).await,
+            Op::Damage { pick, delete } => self.damage(*pick, *delete).await,
         }
     }
 
@@ -399,8 +528,8 @@ impl Driver {
                     ));
                 }
                 let holes = self.wal(handle).holes(region);
-                self.stats.entries_read += entries.len() as u64;
-                self.stats.holes += holes.len() as u64;
+                self.stats.bump("entries read", entries.len() as u64);
+                self.stats.bump("holes read", holes.len() as u64);
                 self.model.read(region, from, &entries, &holes, promised)
             }
             Err(e) => self.expect_error(Call::Read, &e, faulty, &[]),

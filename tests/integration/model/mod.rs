@@ -1,33 +1,52 @@
-//! The model-based test: proptest draws sequences of steps over the
-//! public API, runs them against a real store and checks every answer
-//! against a small reference model of what must be true.
+//! The model-based test: proptest draws a case, settings and a sequence
+//! of steps over the public API, runs them against a real store and checks
+//! every answer against a small reference model of what must be true.
+//!
+//! Settings (`steps::Settings`, drawn per case): `flush_interval`,
+//! `max_batch_bytes`, `max_inflight_creates`, `early_seals`,
+//! `hedge_creates`, `request_timeout`, `on_damaged_object`,
+//! `on_corrupted_segment`, `stop_attempts`, `max_unpersisted_bytes`.
 //!
 //! Steps (`steps`): appends of one to three entries to four regions
 //! through three handles (clones of one `Wal`), reads from 0 or from a
-//! known id, `obsolete`, `wait_durable`, `release_region`, `flush`,
-//! virtual time passing, `stop`, a reopen, a crash (every handle dropped,
-//! then a reopen), a second opener (a newer store fences the running
-//! one), calls run at once, creates held (before they reach the store or
-//! after they landed) and let go in order, in reverse or with the first
-//! failing, and every fault of the fault wrapper armed for one to three
-//! operations: failed creates (transient or permanent, of objects or of
-//! fences), lost create responses, phantom "already exists", failed reads
-//! (also of the fence probe), corrupted reads, failed lists, failed
-//! deletes, latency. After a faulty step the faults are cleared and the
-//! store must work again (a `flush` returns `Ok`).
+//! known id, bulk `replay` of several regions (checked like reads and equal
+//! to them), a `WalReader` on the live prefix (its reads and replay),
+//! `obsolete`, `wait_durable`, `release_region`, `flush`, virtual time
+//! passing, `stop`, a reopen, a crash (every handle dropped, then a
+//! reopen), a second opener (a newer store fences the running one), a
+//! second log on the same store and `import_region` from it followed by
+//! the release there (rfcs/0009), objects damaged or deleted by hand (the
+//! tools must name them; restored, everything replays), calls run at once,
+//! creates held (before they reach the store or after they landed) and let
+//! go in order, in reverse or with the first failing, and every fault of
+//! the fault wrapper armed for the calls of one step: failed creates
+//! (transient or permanent, of objects or of fences), lost create
+//! responses, phantom "already exists" (409, 412), failed reads, corrupted
+//! reads, failed lists, failed deletes, latency, requests that never
+//! answer (until `request_timeout`), 503 throttling of every kind, and a
+//! long outage (every request fails for seconds of virtual time). After a
+//! faulty step the faults are cleared and the store must work again
+//! (imports that failed are repeated; a `flush` returns `Ok`).
 //!
 //! The model (`reference`) knows each entry's fate (pending, maybe,
 //! refused, admitted, promised) and checks: what is promised reads and
 //! replays exactly once, in order, byte for byte (unless obsolete and
-//! collected, or skipped as a reported hole after a corrupted read); what
-//! was released reads and replays as nothing; nothing replays that was
-//! never appended, refused, or gone at an earlier replay; enqueued losses
-//! after a crash are whole objects and a suffix; ids rise across lives;
-//! each error is one the documentation names for that call in that state
+//! collected, or skipped as a reported hole after a corrupted read, or in
+//! an object left out as damaged); what was released reads and replays as
+//! nothing; nothing replays that was never appended, refused, or gone at an
+//! earlier replay; nothing at or below a flush mark known durable replays
+//! after a restart; an import brings every entry the other log
+//! acknowledged, in order, above its floor; enqueued losses after a crash
+//! are whole objects and a suffix; ids rise across lives; each error is one
+//! the documentation names for that call in that state
 //! (`driver::Driver::expect_error`); `latest_entry_id` covers what was
 //! acknowledged; and no call hangs: every await is under a 30 s deadline
 //! of virtual time (the runtime's clock is paused, so the store's timers,
 //! retries and latencies cost no real time and the run is deterministic).
+//!
+//! What a run reached is printed per path (`driver::Stats`: the driver's
+//! counts and the store's `objwal_*` counters, from a recorder local to the
+//! case), so a path no case reached shows as missing.
 //!
 //! A failure shrinks to a minimal case and prints it with the seed:
 //! `OBJWAL_MODEL_SEED=<seed> PROPTEST_CASES=<n> cargo test --all-features
@@ -46,10 +65,11 @@ mod driver;
 mod held;
 mod reference;
 mod steps;
+mod surface;
 mod together;
 
 use driver::{Driver, Stats};
-use steps::{Op, Step};
+use steps::{Op, Settings, Step};
 
 /// Cases per ack mode in CI.
 const CI_CASES: u32 = 64;
@@ -67,29 +87,42 @@ fn env_number(name: &str) -> Option<u64> {
 
 /// Runs `steps` in `mode` on a fresh store; what it exercised, or the
 /// first violation.
-pub fn run_case(mode: AckMode, steps: &[Step]) -> Result<Stats, String> {
+pub fn run_case(mode: AckMode, settings: &Settings, steps: &[Step]) -> Result<Stats, String> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .start_paused(true)
         .build()
         .map_err(|e| format!("no runtime: {e}"))?;
-    runtime.block_on(async {
-        let mut driver = Driver::new(mode).await?;
-        for (i, step) in steps.iter().enumerate() {
+    // The store's own metrics, counted per case (the actor runs on this
+    // thread: the runtime is current-thread).
+    let recorder = metrics_util::debugging::DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    let outcome: Result<Stats, String> = metrics::with_local_recorder(&recorder, || {
+        runtime.block_on(async {
+            let mut driver = Driver::new(mode, settings.clone()).await?;
+            for (i, step) in steps.iter().enumerate() {
+                driver
+                    .step(step)
+                    .await
+                    .map_err(|e| format!("step {i} {step:?}: {e}"))?;
+                driver
+                    .check_latest()
+                    .map_err(|e| format!("after step {i}: {e}"))?;
+            }
             driver
-                .step(step)
+                .op(&Op::Reopen, false)
                 .await
-                .map_err(|e| format!("step {i} {step:?}: {e}"))?;
-            driver
-                .check_latest()
-                .map_err(|e| format!("after step {i}: {e}"))?;
+                .map_err(|e| format!("the final reopen: {e}"))?;
+            Ok(driver.stats)
+        })
+    });
+    let mut stats = outcome?;
+    for (key, _, _, value) in snapshotter.snapshot().into_vec() {
+        if let metrics_util::debugging::DebugValue::Counter(n) = value {
+            stats.bump(key.key().name(), n);
         }
-        driver
-            .op(&Op::Reopen, false)
-            .await
-            .map_err(|e| format!("the final reopen: {e}"))?;
-        Ok(driver.stats)
-    })
+    }
+    Ok(stats)
 }
 
 fn run(mode: AckMode) {
@@ -111,13 +144,13 @@ fn run(mode: AckMode) {
     let mut runner =
         TestRunner::new_with_rng(config, TestRng::from_seed(RngAlgorithm::ChaCha, &bytes));
     let total = std::cell::RefCell::new(Stats::default());
-    let outcome = runner.run(&steps::case(MAX_STEPS), |case| {
-        let stats = run_case(mode, &case).map_err(TestCaseError::fail)?;
+    let outcome = runner.run(&steps::case(MAX_STEPS), |(settings, case)| {
+        let stats = run_case(mode, &settings, &case).map_err(TestCaseError::fail)?;
         total.borrow_mut().add(&stats);
         Ok(())
     });
     eprintln!(
-        "model test ({mode:?}), seed {seed}, {cases} cases: {:?}",
+        "model test ({mode:?}), seed {seed}, {cases} cases; what they reached:\n{}",
         total.borrow()
     );
     let reproduce = format!(
@@ -125,8 +158,8 @@ fn run(mode: AckMode) {
     );
     match outcome {
         Ok(()) => {}
-        Err(TestError::Fail(reason, minimal)) => panic!(
-            "the model test ({mode:?}) failed: {reason}\nminimal case, {} steps: {minimal:#?}\n{reproduce}",
+        Err(TestError::Fail(reason, (settings, minimal))) => panic!(
+            "the model test ({mode:?}) failed: {reason}\nminimal case, {} steps, settings {settings:?}: {minimal:#?}\n{reproduce}",
             minimal.len()
         ),
         Err(TestError::Abort(reason)) => panic!("the model test ({mode:?}) aborted: {reason}\n{reproduce}"),

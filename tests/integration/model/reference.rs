@@ -83,6 +83,20 @@ pub struct Model {
     forgotten: BTreeSet<RegionId>,
     /// A corrupted read was injected in this life: holes are allowed.
     pub corruption: bool,
+    /// Watermarks handed to `obsolete` in this life that may not be durable
+    /// yet (in enqueued mode at most the largest promised id then: the
+    /// store clamps a mark to its durable id, E4).
+    pending_marks: HashMap<RegionId, u64>,
+    /// Watermarks known durable (a `flush`, a clean `stop` or a durable
+    /// append after them returned `Ok`): no entry at or below one replays
+    /// after a restart, and reads in later lives hide them.
+    durable_marks: HashMap<RegionId, u64>,
+    /// Keys of another log's entries that an import which failed may have
+    /// copied here: tolerated at any id until the import is repeated
+    /// (`None`), then only at or below the repeat's floor.
+    import_copies: HashMap<Key, (RegionId, Option<u64>)>,
+    /// Objects this life's open left out as damaged (holes may name them).
+    quarantined: BTreeSet<u64>,
 }
 
 impl Model {
@@ -100,7 +114,91 @@ impl Model {
             maybe_released: BTreeSet::new(),
             forgotten: BTreeSet::new(),
             corruption: false,
+            pending_marks: HashMap::new(),
+            durable_marks: HashMap::new(),
+            import_copies: HashMap::new(),
+            quarantined: BTreeSet::new(),
         }
+    }
+
+    /// A key for an entry of another log (never an entry of this one
+    /// unless imported), and its payload.
+    pub fn foreign(&mut self, region: RegionId, len: usize) -> (Key, Bytes) {
+        let key = self.next;
+        self.next += 1;
+        (key, payload(key, region, len))
+    }
+
+    /// The regions with a promised entry in object `sequence` that is not
+    /// obsolete nor released: a reopen must replay it or name its hole.
+    pub fn live_regions_in(&self, sequence: u64) -> BTreeSet<RegionId> {
+        self.entries
+            .values()
+            .filter(|e| e.fate == Fate::Promised && !self.released_now(e.region))
+            .filter(|e| {
+                e.id.is_some_and(|id| {
+                    sequence_of(id) == sequence && id > self.watermark_ever(e.region)
+                })
+            })
+            .map(|e| e.region)
+            .collect()
+    }
+
+    /// The largest watermark ever handed in for `region`.
+    pub fn watermark_ever(&self, region: RegionId) -> u64 {
+        self.watermark_ever.get(&region).copied().unwrap_or(0)
+    }
+
+    /// The flush marks handed in so far are durable.
+    fn marks_durable(&mut self) {
+        for (region, id) in std::mem::take(&mut self.pending_marks) {
+            let slot = self.durable_marks.entry(region).or_insert(0);
+            *slot = (*slot).max(id);
+        }
+    }
+
+    /// `import_region(region)` returned: its floor hides what the region
+    /// held here (an `obsolete`); `imported` (key, id, bytes) are promised;
+    /// with entries, the floor's mark is durable (the import flushed).
+    pub fn imported(&mut self, region: RegionId, floor: u64, imported: &[(Key, u64, Bytes)]) {
+        if floor > 0 {
+            self.obsoleted(region, floor);
+        }
+        for (key, id, data) in imported {
+            self.entries.insert(
+                *key,
+                Known {
+                    region,
+                    data: data.clone(),
+                    id: Some(*id),
+                    fate: Fate::Promised,
+                    life: self.life,
+                },
+            );
+        }
+        if !imported.is_empty() {
+            self.marks_durable();
+        }
+        for copy in self.import_copies.values_mut() {
+            if copy.0 == region && copy.1.is_none() {
+                copy.1 = Some(floor);
+            }
+        }
+    }
+
+    /// An import of `region` failed: any of `keys` may have been copied.
+    pub fn import_failed(&mut self, region: RegionId, keys: impl IntoIterator<Item = Key>) {
+        for key in keys {
+            self.import_copies.insert(key, (region, None));
+        }
+    }
+
+    /// Whether an entry of `key` at `id` in `region` is a tolerated copy of
+    /// a failed import.
+    fn import_copy(&self, key: Key, region: RegionId, id: u64) -> bool {
+        self.import_copies
+            .get(&key)
+            .is_some_and(|(r, floor)| *r == region && floor.is_none_or(|f| id <= f))
     }
 
     /// A new entry for `region`, pending until its append answers.
@@ -140,6 +238,12 @@ impl Model {
             .filter_map(|k| self.entries.get(k))
             .map(|e| e.region)
             .collect()
+    }
+
+    /// Whether this life's open left damaged objects out (reads under
+    /// `on_corrupted_segment = "fail"` stop at their holes).
+    pub fn has_quarantined(&self) -> bool {
+        !self.quarantined.is_empty()
     }
 
     /// Whether `region`'s release may have been forgotten, so an append
@@ -244,6 +348,12 @@ impl Model {
                 Fate::Promised
             };
         }
+        // A durable append was sealed after every mark handed in before it
+        // (marks ride with the next seal), and objects are acknowledged in
+        // order.
+        if !self.enqueued {
+            self.marks_durable();
+        }
         Ok(())
     }
 
@@ -268,11 +378,13 @@ impl Model {
         self.durable_through(sequence_of(id));
     }
 
-    /// `flush()` returned `Ok`: what was admitted before it is durable.
+    /// `flush()` returned `Ok`: what was admitted before it is durable,
+    /// and so are the flush marks handed in before it.
     pub fn flushed(&mut self, admitted_before: &BTreeSet<Key>) {
         for key in admitted_before {
             self.set_fate(*key, Fate::Promised);
         }
+        self.marks_durable();
     }
 
     /// `obsolete(region, id)` returned `Ok`.
@@ -280,6 +392,23 @@ impl Model {
         for map in [&mut self.watermark, &mut self.watermark_ever] {
             let slot = map.entry(region).or_insert(0);
             *slot = (*slot).max(id);
+        }
+        // In enqueued mode the store clamps a mark to its durable id: only
+        // what the model knows promised is sure to be under the mark.
+        let mark = if self.enqueued {
+            self.entries
+                .values()
+                .filter(|e| e.region == region && e.fate == Fate::Promised)
+                .filter_map(|e| e.id)
+                .filter(|i| *i <= id)
+                .max()
+                .unwrap_or(0)
+        } else {
+            id
+        };
+        if mark > 0 {
+            let slot = self.pending_marks.entry(region).or_insert(0);
+            *slot = (*slot).max(mark);
         }
     }
 
@@ -298,6 +427,7 @@ impl Model {
     /// record is durable.
     pub fn stopped_ok(&mut self) {
         self.durable_through(u64::MAX);
+        self.marks_durable();
         let kept = std::mem::take(&mut self.releasing);
         self.released.extend(kept);
     }
@@ -325,9 +455,21 @@ impl Model {
 
     /// Checks one entry that a read or a replay returned; `None` when it is
     /// fine, with its key.
-    fn check_entry(&self, region: RegionId, entry: &Entry) -> Result<Key, String> {
+    pub(super) fn check_entry(
+        &self,
+        region: RegionId,
+        entry: &Entry,
+    ) -> Result<Option<Key>, String> {
         let key = key_of(&entry.data)
             .ok_or_else(|| format!("region {region}: a short payload at id {}", entry.id))?;
+        if self.import_copy(key, region, entry.id)
+            && self
+                .entries
+                .get(&key)
+                .is_none_or(|e| e.id != Some(entry.id))
+        {
+            return Ok(None);
+        }
         if self.gone.contains(&key) {
             return Err(format!(
                 "region {region}: entry {key} (id {}) came back after it was gone",
@@ -357,7 +499,7 @@ impl Model {
                 "entry {key} (region {region}) was refused, yet it is read back"
             ));
         }
-        Ok(key)
+        Ok(Some(key))
     }
 
     /// A read of `region` from `from` in this life returned `entries`,
@@ -376,9 +518,12 @@ impl Model {
                 entries.len()
             ));
         }
-        if !holes.is_empty() && !self.corruption {
+        if let Some(h) = holes
+            .iter()
+            .find(|h| !self.corruption && !self.quarantined.contains(&h.sequence))
+        {
             return Err(format!(
-                "region {region} reports holes {holes:?} with no corrupted read"
+                "region {region} reports hole {h:?} with no corrupted read"
             ));
         }
         let watermark = self.watermark.get(&region).copied().unwrap_or(0);
@@ -392,7 +537,9 @@ impl Model {
                 ));
             }
             last = Some(entry.id);
-            let key = self.check_entry(region, entry)?;
+            let Some(key) = self.check_entry(region, entry)? else {
+                continue;
+            };
             let e = &self.entries[&key];
             if e.fate == Fate::Maybe || e.life != self.life && e.fate != Fate::Promised {
                 return Err(format!(
@@ -429,6 +576,129 @@ impl Model {
                 return Err(format!(
                     "region {region} from {from}: promised entry {key} (id {id}) is missing from the read ({} shown)",
                     shown.len()
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// A `WalReader` opened on the prefix read `region` from `from`:
+    /// `entries`, with `holes`. It sees what is durable and indexed at its
+    /// open: every promised entry that is not obsolete nor released, and
+    /// nothing at or below a durable flush mark; it may also see entries
+    /// whose append failed (a create that landed after all) and admitted
+    /// ones already durable.
+    pub fn observed(
+        &self,
+        region: RegionId,
+        from: u64,
+        entries: &[Entry],
+        holes: &[Hole],
+    ) -> Result<(), String> {
+        if self.released.contains(&region) && !entries.is_empty() {
+            return Err(format!(
+                "a reader read {} entries of released region {region}",
+                entries.len()
+            ));
+        }
+        if let Some(h) = holes
+            .iter()
+            .find(|h| !self.corruption && !self.quarantined.contains(&h.sequence))
+        {
+            return Err(format!(
+                "a reader reports hole {h:?} of region {region} with no corrupted read"
+            ));
+        }
+        let durable_mark = self.durable_marks.get(&region).copied().unwrap_or(0);
+        let mut last = None;
+        let mut shown = BTreeSet::new();
+        for entry in entries {
+            if entry.id < from || last.is_some_and(|l| entry.id <= l) {
+                return Err(format!(
+                    "a reader's region {region} from {from}: id {} after {last:?}",
+                    entry.id
+                ));
+            }
+            last = Some(entry.id);
+            if entry.id <= durable_mark {
+                return Err(format!(
+                    "a reader shows id {} of region {region}, at or below the durable flush mark {durable_mark}",
+                    entry.id
+                ));
+            }
+            if let Some(key) = self.check_entry(region, entry)? {
+                shown.insert(key);
+            }
+        }
+        let watermark = self.watermark_ever.get(&region).copied().unwrap_or(0);
+        let released = self.released_now(region) || self.maybe_released.contains(&region);
+        for (key, e) in &self.entries {
+            let Some(id) = e.id else { continue };
+            let required = e.region == region
+                && e.fate == Fate::Promised
+                && id >= from
+                && id > watermark
+                && !released;
+            let skipped = holes.iter().any(|h| h.first_id <= id && id <= h.last_id);
+            if required && !shown.contains(key) && !skipped {
+                return Err(format!(
+                    "a reader's region {region} from {from}: promised entry {key} (id {id}) is missing ({} shown)",
+                    shown.len()
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// A reader read `region` from 0 after objects were damaged or
+    /// deleted at rest: `lost` are objects left out of replay (deleted, or
+    /// named unreplayed). History above a lost object is gone with it (its
+    /// releases and flush marks too), so entries hidden by them may show:
+    /// what must hold is that every entry is one this log held, in order,
+    /// and every promised entry that is not obsolete nor released shows,
+    /// unless a hole or a lost object names it.
+    pub fn observed_after_loss(
+        &self,
+        region: RegionId,
+        entries: &[Entry],
+        holes: &[Hole],
+        lost: &BTreeSet<u64>,
+    ) -> Result<(), String> {
+        let mut last = 0;
+        let mut shown = BTreeSet::new();
+        for entry in entries {
+            if entry.id <= last {
+                return Err(format!(
+                    "after damage, a reader's region {region}: id {} after {last}",
+                    entry.id
+                ));
+            }
+            last = entry.id;
+            let key = key_of(&entry.data).ok_or("a short payload")?;
+            let known = self.entries.get(&key).map(|e| &e.data) == Some(&entry.data)
+                || self.gone.contains(&key)
+                || self.import_copies.contains_key(&key);
+            if !known || entry.region != region {
+                return Err(format!(
+                    "after damage, a reader's region {region} shows id {} holding entry {key}, never appended here",
+                    entry.id
+                ));
+            }
+            shown.insert(key);
+        }
+        let watermark = self.watermark_ever(region);
+        let released = self.released_now(region) || self.maybe_released.contains(&region);
+        for (key, e) in &self.entries {
+            let Some(id) = e.id else { continue };
+            let required = e.region == region
+                && e.fate == Fate::Promised
+                && id > watermark
+                && !released
+                && !lost.contains(&sequence_of(id));
+            let skipped = holes.iter().any(|h| h.first_id <= id && id <= h.last_id);
+            if required && !shown.contains(key) && !skipped {
+                return Err(format!(
+                    "after damage, a reader's region {region}: promised entry {key} (id {id}) is missing, in no named hole or lost object"
                 ));
             }
         }

@@ -6,19 +6,36 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use objwal::format::sequence_of;
-use objwal::{Entry, RegionId, RegionInfo};
+use objwal::{Entry, Hole, RegionId, RegionInfo};
 
 use super::{Fate, Key, Model};
 
 impl Model {
     /// The store was opened again (a reopen, a crash, a second opener):
-    /// `replay` is every region read from 0, `infos` its `regions()`.
-    /// Checks them and settles every fate.
+    /// `replay` is every region read from 0, `infos` its `regions()`,
+    /// `holes` what the reads reported, `lost` the objects whose entries
+    /// may be missing (deleted by hand, or named unreplayed). Checks them
+    /// and settles every fate.
     pub fn restarted(
         &mut self,
         replay: &BTreeMap<RegionId, Vec<Entry>>,
         infos: &[RegionInfo],
+        holes: &[Hole],
+        lost: &BTreeSet<u64>,
     ) -> Result<(), String> {
+        // Holes at a reopen come from objects judged damaged: two reads
+        // that failed alike (a corrupted-read fault of two reads, under
+        // `on_damaged_object = "quarantine"`).
+        if let Some(h) = holes.iter().find(|_| !self.corruption) {
+            return Err(format!(
+                "a reopen reports hole {h:?} with no corrupted read injected"
+            ));
+        }
+        let in_hole = |region: RegionId, id: u64| {
+            holes
+                .iter()
+                .any(|h| h.region == region && h.first_id <= id && id <= h.last_id)
+        };
         let mut shown: HashMap<Key, u64> = HashMap::new();
         let mut shown_sequences = BTreeSet::new();
         let maybe: BTreeSet<RegionId> = self
@@ -48,7 +65,16 @@ impl Model {
                     ));
                 }
                 last = entry.id;
-                let key = self.check_entry(*region, entry)?;
+                let durable_mark = self.durable_marks.get(region).copied().unwrap_or(0);
+                if entry.id <= durable_mark {
+                    return Err(format!(
+                        "region {region}: id {} replayed, at or below the durable flush mark {durable_mark}",
+                        entry.id
+                    ));
+                }
+                let Some(key) = self.check_entry(*region, entry)? else {
+                    continue;
+                };
                 if shown.insert(key, entry.id).is_some() {
                     return Err(format!("replay: entry {key} replayed twice"));
                 }
@@ -73,10 +99,20 @@ impl Model {
                 e.fate = Fate::Promised;
                 continue;
             }
-            gone.push(*key);
             let obsolete = e
                 .id
                 .is_some_and(|id| id <= self.watermark_ever.get(&e.region).copied().unwrap_or(0));
+            let excused =
+                e.id.is_some_and(|id| lost.contains(&sequence_of(id)) || in_hole(e.region, id));
+            if excused && !obsolete && !self.released.contains(&e.region) {
+                // Left out of this replay by a named hole or a lost object:
+                // the object may still be intact at rest (quarantined after
+                // reads that failed alike, or restored), so the entry may
+                // replay again later, at most once.
+                e.fate = Fate::Maybe;
+                continue;
+            }
+            gone.push(*key);
             if self.released.contains(&e.region) || obsolete {
                 continue;
             }
@@ -115,8 +151,12 @@ impl Model {
         self.forgotten.extend(forgotten);
         self.released = reported;
         self.releasing.clear();
-        self.watermark.clear();
+        // Marks not known durable may or may not have become so; the
+        // durable ones hide their entries in the new life.
+        self.pending_marks.clear();
+        self.watermark = self.durable_marks.clone();
         self.corruption = false;
+        self.quarantined = holes.iter().map(|h| h.sequence).collect();
         self.life += 1;
         Ok(())
     }

@@ -2,7 +2,7 @@
 //! the answer that breaks it and accepts the one that keeps it, so a model
 //! that stopped checking something fails here.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use objwal::format::entry_id;
 use objwal::{Entry, Hole};
@@ -43,15 +43,19 @@ fn replay(model: &Model, keys: &[(Key, u64)]) -> BTreeMap<u64, Vec<Entry>> {
 fn a_promised_entry_must_replay_exactly_once() {
     let (mut model, keys) = appended(false, 2);
     let missing = replay(&model, &keys[..1]);
-    assert!(model.restarted(&missing, &[]).is_err());
+    assert!(model
+        .restarted(&missing, &[], &[], &BTreeSet::new())
+        .is_err());
     let (mut model, keys) = appended(false, 2);
     let twice = replay(&model, &[keys[0], keys[1], keys[1]]);
-    assert!(model.restarted(&twice, &[]).is_err());
+    assert!(model.restarted(&twice, &[], &[], &BTreeSet::new()).is_err());
     let (mut model, keys) = appended(false, 2);
     let all = replay(&model, &keys);
-    model.restarted(&all, &[]).unwrap();
+    model.restarted(&all, &[], &[], &BTreeSet::new()).unwrap();
     // Replayed once, it must replay at every later restart.
-    assert!(model.restarted(&replay(&model, &keys[..1]), &[]).is_err());
+    assert!(model
+        .restarted(&replay(&model, &keys[..1]), &[], &[], &BTreeSet::new())
+        .is_err());
 }
 
 #[test]
@@ -63,11 +67,18 @@ fn what_was_never_appended_released_or_gone_must_not_replay() {
         id: entry_id(20, 1),
         data: bytes::Bytes::from_static(b"\xff\xff\x00\x00\x01junk"),
     });
-    assert!(model.restarted(&stranger, &[]).is_err(), "never appended");
+    assert!(
+        model
+            .restarted(&stranger, &[], &[], &BTreeSet::new())
+            .is_err(),
+        "never appended"
+    );
     let (mut model, keys) = appended(false, 1);
     model.release_answered(1, true, true);
     assert!(
-        model.restarted(&replay(&model, &keys), &[]).is_err(),
+        model
+            .restarted(&replay(&model, &keys), &[], &[], &BTreeSet::new())
+            .is_err(),
         "released"
     );
     // An entry that failed and did not replay is gone for good.
@@ -75,9 +86,14 @@ fn what_was_never_appended_released_or_gone_must_not_replay() {
     let (key, _) = model.add(1, 8);
     let failed = Err(objwal::Error::NotDurable { reason: "x".into() });
     model.appended(&[key], &failed, &HashMap::new()).unwrap();
-    model.restarted(&BTreeMap::new(), &[]).unwrap();
+    model
+        .restarted(&BTreeMap::new(), &[], &[], &BTreeSet::new())
+        .unwrap();
     let back = replay(&model_with(key, 1), &[(key, entry_id(5, 1))]);
-    assert!(model.restarted(&back, &[]).is_err(), "gone, then back");
+    assert!(
+        model.restarted(&back, &[], &[], &BTreeSet::new()).is_err(),
+        "gone, then back"
+    );
 }
 
 /// A model that knows `key` of `region` (to build its bytes).
@@ -92,18 +108,27 @@ fn model_with(key: Key, region: u64) -> Model {
 #[test]
 fn enqueued_losses_are_whole_objects_and_a_suffix() {
     let (mut model, keys) = appended(true, 3);
-    model.restarted(&replay(&model, &keys[..1]), &[]).unwrap();
+    model
+        .restarted(&replay(&model, &keys[..1]), &[], &[], &BTreeSet::new())
+        .unwrap();
     let (mut model, keys) = appended(true, 3);
     assert!(
         model
-            .restarted(&replay(&model, &[keys[0], keys[2]]), &[])
+            .restarted(
+                &replay(&model, &[keys[0], keys[2]]),
+                &[],
+                &[],
+                &BTreeSet::new()
+            )
             .is_err(),
         "not a suffix"
     );
     let (mut model, keys) = appended(true, 3);
     model.durable(keys[1].1);
     assert!(
-        model.restarted(&replay(&model, &keys[..1]), &[]).is_err(),
+        model
+            .restarted(&replay(&model, &keys[..1]), &[], &[], &BTreeSet::new())
+            .is_err(),
         "a barrier's entry lost"
     );
 }

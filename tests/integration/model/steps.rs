@@ -10,12 +10,120 @@ use std::time::Duration;
 
 use objwal::storage::fault::{FaultyStorage, Op as StorageOp};
 use objwal::storage::StorageErrorKind;
+use objwal::{AckMode, Config, CorruptionPolicy, DamagePolicy, EarlySeals, HedgeCreates};
 use proptest::prelude::*;
 
 /// Regions the steps use.
 pub const REGIONS: u64 = 4;
 /// Handles (clones of one `Wal`) the steps use.
 pub const HANDLES: usize = 3;
+
+/// Every setting that changes behaviour, drawn per case.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// `flush_interval`, ms.
+    pub flush_ms: u64,
+    /// `max_batch_bytes` (small ones make appends span objects).
+    pub max_batch_bytes: u64,
+    /// `max_inflight_creates`.
+    pub inflight: usize,
+    /// `early_seals`: auto, unlimited, off, or 20 per second.
+    pub early_seals: u8,
+    /// `hedge_creates`: `None` off, else a budget.
+    pub hedge: Option<f64>,
+    /// `request_timeout`, ms (`None`: off; a stall fault then becomes
+    /// latency, or every stalled call would hang by design).
+    pub request_timeout_ms: Option<u64>,
+    /// `on_damaged_object = "quarantine"`.
+    pub quarantine: bool,
+    /// `on_corrupted_segment = "fail"`.
+    pub fail_on_corruption: bool,
+    /// `stop_attempts`.
+    pub stop_attempts: u32,
+    /// `max_unpersisted_bytes` small (16 KiB): enqueued appends wait.
+    pub tight_backlog: bool,
+}
+
+impl Settings {
+    /// The store's configuration in `mode`.
+    pub fn config(&self, mode: AckMode) -> Config {
+        let max_batch_bytes = self.max_batch_bytes;
+        Config {
+            flush_interval: Duration::from_millis(self.flush_ms),
+            ack_mode: mode,
+            retry_jitter: false,
+            max_batch_bytes,
+            max_inflight_creates: self.inflight,
+            early_seals: match self.early_seals {
+                0 => EarlySeals::Auto,
+                1 => EarlySeals::Unlimited,
+                2 => EarlySeals::Off,
+                _ => EarlySeals::PerSecond(20.0),
+            },
+            hedge_creates: self.hedge.map_or(HedgeCreates::Off, HedgeCreates::Budget),
+            request_timeout: self.request_timeout_ms.map(Duration::from_millis),
+            on_damaged_object: if self.quarantine {
+                DamagePolicy::Quarantine
+            } else {
+                DamagePolicy::Fail
+            },
+            on_corrupted_segment: if self.fail_on_corruption {
+                CorruptionPolicy::Fail
+            } else {
+                CorruptionPolicy::Skip
+            },
+            stop_attempts: self.stop_attempts,
+            max_unpersisted_bytes: if self.tight_backlog {
+                max_batch_bytes.max(16 << 10)
+            } else {
+                Config::default().max_unpersisted_bytes
+            },
+            ..Config::default()
+        }
+    }
+}
+
+/// Settings drawn for a case: mostly the defaults, each knob moved on its
+/// own often enough that every one is reached in CI's cases.
+pub fn settings() -> impl Strategy<Value = Settings> {
+    (
+        prop_oneof![1 => Just(1u64), 3 => Just(10), 1 => Just(100)],
+        prop_oneof![3 => Just(Config::default().max_batch_bytes), 1 => Just(2048u64), 1 => Just(64 << 10)],
+        prop_oneof![3 => Just(4usize), 1 => Just(1), 1 => Just(2), 1 => Just(8)],
+        0u8..4,
+        prop_oneof![2 => Just(None), 1 => Just(Some(0.5))],
+        prop_oneof![2 => Just(None), 1 => Just(Some(500u64))],
+        prop::bool::weighted(0.3),
+        prop::bool::weighted(0.2),
+        prop_oneof![3 => Just(5u32), 1 => Just(1), 1 => Just(2)],
+        prop::bool::weighted(0.2),
+    )
+        .prop_map(
+            |(
+                flush_ms,
+                max_batch_bytes,
+                inflight,
+                early_seals,
+                hedge,
+                request_timeout_ms,
+                quarantine,
+                fail_on_corruption,
+                stop_attempts,
+                tight_backlog,
+            )| Settings {
+                flush_ms,
+                max_batch_bytes,
+                inflight,
+                early_seals,
+                hedge,
+                request_timeout_ms,
+                quarantine,
+                fail_on_corruption,
+                stop_attempts,
+                tight_backlog,
+            },
+        )
+}
 
 /// Where a read starts.
 #[derive(Debug, Clone, Copy)]
@@ -61,6 +169,26 @@ pub enum Op {
     /// A second `Wal::open` of the prefix while the first store lives: it
     /// fences the first, whose handles are then dropped.
     SecondOpener,
+    /// `replay` of several regions at once, each from its point, checked
+    /// like reads and (with no fault armed) equal to their `read`s.
+    Replay { from: Vec<(u64, From)> },
+    /// A `WalReader` opened on the prefix (it never fences the store):
+    /// its `read` and `replay` of the regions, checked against what is
+    /// durable.
+    Reader { from: Vec<(u64, From)> },
+    /// The other log of the store (prefix `model-src`, its own `Wal`)
+    /// appends `n` entries to `region`.
+    SourceAppend { region: u64, n: usize },
+    /// `import_region` of `region` from the other log through a
+    /// `WalReader`, then its release there (rfcs/0009's handoff). Repeated
+    /// imports of a region import nothing more.
+    Import { region: u64 },
+    /// An object damaged (a byte of its trailer flipped) or deleted by
+    /// hand after a crash; the operator's tools must name it (its holes,
+    /// or the objects left unreplayed), an open under `"fail"` must refuse
+    /// naming it, and after the object is restored everything promised
+    /// replays (`surface::Driver::damage`).
+    Damage { pick: usize, delete: bool },
 }
 
 /// Which keys a fault rule matches.
@@ -92,7 +220,9 @@ pub enum Fault {
     },
     /// The next `n` creates land, then answer a transient error.
     LoseResponse { target: Target, n: usize },
-    /// The next `n` creates answer "already exists" and land nothing.
+    /// The next `n` creates answer "already exists" and land nothing: a
+    /// 409 Conflict of a racing request, or a 412 Precondition Failed of
+    /// `If-None-Match`, as the adapters report both.
     PhantomExists { target: Target, n: usize },
     /// The next `n` reads fail.
     FailRead {
@@ -108,11 +238,43 @@ pub enum Fault {
     FailDelete { n: usize },
     /// Every create and read takes `ms` longer.
     Latency { ms: u64 },
+    /// The next `n` requests of one kind (0 create, 1 read, 2 list) never
+    /// answer, until `request_timeout` gives up on them (with no timeout
+    /// configured it is 20 ms of latency instead: a request that never
+    /// answers with no timeout hangs its caller by design).
+    Stall { kind: u8, n: usize },
+    /// 503 Slow Down: the next `n` requests of every kind fail
+    /// transiently (the adapters map a 503 to a transient error).
+    Throttle { n: usize },
+    /// A long outage: every request fails for the step's calls and `ms` of
+    /// virtual time after them (retries back off, backlogs fill, stops give
+    /// up).
+    Outage { ms: u64 },
 }
 
 impl Fault {
-    /// Arms this fault in `f`.
-    pub fn arm(self, f: &FaultyStorage) {
+    /// Its name, for the per-path counts.
+    pub fn name(self) -> &'static str {
+        match self {
+            Fault::FailCreate {
+                permanent: true, ..
+            } => "failed creates (permanent)",
+            Fault::FailCreate { .. } => "failed creates",
+            Fault::LoseResponse { .. } => "lost responses",
+            Fault::PhantomExists { .. } => "phantom exists (409/412)",
+            Fault::FailRead { .. } => "failed reads",
+            Fault::CorruptRead { .. } => "reads corrupted in transit",
+            Fault::FailList { .. } => "failed lists",
+            Fault::FailDelete { .. } => "failed deletes",
+            Fault::Latency { .. } => "latency",
+            Fault::Stall { .. } => "requests that never answer",
+            Fault::Throttle { .. } => "throttling (503)",
+            Fault::Outage { .. } => "long outages",
+        }
+    }
+
+    /// Arms this fault in `f`; `timeout`: `request_timeout` is configured.
+    pub fn arm(self, f: &FaultyStorage, timeout: bool) {
         let kind = |permanent: bool| {
             if permanent {
                 StorageErrorKind::Permanent
@@ -147,6 +309,32 @@ impl Fault {
             Fault::Latency { ms } => {
                 f.set_latency(StorageOp::Create, Duration::from_millis(ms));
                 f.set_latency(StorageOp::Read, Duration::from_millis(ms));
+            }
+            Fault::Stall { kind, n } if timeout => {
+                let op =
+                    [StorageOp::Create, StorageOp::Read, StorageOp::List][usize::from(kind % 3)];
+                f.stall_next(op, "", n);
+            }
+            Fault::Stall { .. } => Fault::Latency { ms: 20 }.arm(f, timeout),
+            Fault::Throttle { n } => {
+                for op in [
+                    StorageOp::Create,
+                    StorageOp::Read,
+                    StorageOp::List,
+                    StorageOp::Delete,
+                ] {
+                    f.fail_next(op, "", n, StorageErrorKind::Transient);
+                }
+            }
+            Fault::Outage { .. } => {
+                for op in [
+                    StorageOp::Create,
+                    StorageOp::Read,
+                    StorageOp::List,
+                    StorageOp::Delete,
+                ] {
+                    f.fail_next(op, "", usize::MAX, StorageErrorKind::Transient);
+                }
             }
         }
     }
@@ -229,9 +417,17 @@ fn together_op() -> impl Strategy<Value = Op> {
     ]
 }
 
+fn from_points() -> impl Strategy<Value = Vec<(u64, From)>> {
+    prop::collection::vec((region(), from()), 1..=REGIONS as usize)
+}
+
 fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
         12 => append(),
+        2 => from_points().prop_map(|from| Op::Replay { from }),
+        1 => from_points().prop_map(|from| Op::Reader { from }),
+        2 => (region(), 1usize..=4).prop_map(|(region, n)| Op::SourceAppend { region, n }),
+        1 => region().prop_map(|region| Op::Import { region }),
         5 => read(),
         3 => (region(), 0usize..16).prop_map(|(region, pick)| Op::Obsolete { region, pick }),
         3 => wait_durable(),
@@ -242,6 +438,7 @@ fn op() -> impl Strategy<Value = Op> {
         2 => Just(Op::Reopen),
         2 => Just(Op::Crash),
         1 => Just(Op::SecondOpener),
+        1 => (0usize..16, any::<bool>()).prop_map(|(pick, delete)| Op::Damage { pick, delete }),
     ]
 }
 
@@ -272,6 +469,9 @@ fn fault() -> impl Strategy<Value = Fault> {
         n.clone().prop_map(|n| Fault::FailList { n }),
         n.prop_map(|n| Fault::FailDelete { n }),
         prop_oneof![Just(1u64), Just(20)].prop_map(|ms| Fault::Latency { ms }),
+        ((0u8..3), (1usize..=2)).prop_map(|(kind, n)| Fault::Stall { kind, n }),
+        (1usize..=3).prop_map(|n| Fault::Throttle { n }),
+        prop_oneof![Just(2_000u64), Just(20_000)].prop_map(|ms| Fault::Outage { ms }),
     ]
 }
 
@@ -306,7 +506,7 @@ fn step() -> impl Strategy<Value = Step> {
     ]
 }
 
-/// A case: up to `max` steps.
-pub fn case(max: usize) -> impl Strategy<Value = Vec<Step>> {
-    prop::collection::vec(step(), 1..=max)
+/// A case: its settings and up to `max` steps.
+pub fn case(max: usize) -> impl Strategy<Value = (Settings, Vec<Step>)> {
+    (settings(), prop::collection::vec(step(), 1..=max))
 }

@@ -1,0 +1,621 @@
+//! The steps over the rest of the public surface: bulk `replay` against
+//! per-region `read`, a `WalReader` on the live prefix, a second log on the
+//! same store and `import_region` from it (rfcs/0009's handoff), and
+//! objects damaged or deleted by hand.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use bytes::Bytes;
+use futures::StreamExt;
+use objwal::storage::ObjectStorage;
+use objwal::{AckMode, Config, DamagePolicy, Entry, Error, RegionId, Wal, WalReader};
+
+use super::driver::{read_all, read_past_holes, within, Call, Driver, PREFIX};
+use super::reference::Key;
+use super::steps::From;
+
+/// The prefix of the other log.
+const SOURCE: &str = "model-src";
+
+/// The other log of the store: its own `Wal` (durable mode) and what it
+/// was asked to hold.
+pub struct Source {
+    wal: Wal,
+    /// Per region, the entries appended: key, bytes, whether the append
+    /// returned `Ok`.
+    entries: BTreeMap<RegionId, Vec<(Key, Bytes, bool)>>,
+    /// Regions released there after an import.
+    released: BTreeSet<RegionId>,
+}
+
+/// `wal.replay` of `regions` from 0, collected.
+pub(super) async fn replay_all(
+    wal: &Wal,
+    regions: impl IntoIterator<Item = RegionId>,
+) -> Result<Vec<Entry>, Error> {
+    collect(wal.replay(regions.into_iter().map(|r| (r, 0)))).await
+}
+
+async fn collect(
+    stream: impl futures::Stream<Item = Result<Entry, Error>>,
+) -> Result<Vec<Entry>, Error> {
+    let mut stream = Box::pin(stream);
+    let mut entries = Vec::new();
+    while let Some(entry) = stream.next().await {
+        entries.push(entry?);
+    }
+    Ok(entries)
+}
+
+/// The entries of a bulk replay, by region, in the order they came.
+fn by_region(entries: &[Entry]) -> BTreeMap<RegionId, Vec<Entry>> {
+    let mut split: BTreeMap<RegionId, Vec<Entry>> = BTreeMap::new();
+    for e in entries {
+        split.entry(e.region).or_default().push(e.clone());
+    }
+    split
+}
+
+/// A bulk replay yields, region by region, what the reads did.
+pub(super) fn same_as_reads(
+    bulk: &[Entry],
+    reads: &BTreeMap<RegionId, Vec<Entry>>,
+    what: &str,
+) -> Result<(), String> {
+    let split = by_region(bulk);
+    for (region, read) in reads {
+        let replayed = split.get(region).map_or(&[][..], Vec::as_slice);
+        let a: Vec<(u64, &Bytes)> = replayed.iter().map(|e| (e.id, &e.data)).collect();
+        let b: Vec<(u64, &Bytes)> = read.iter().map(|e| (e.id, &e.data)).collect();
+        if a != b {
+            return Err(format!(
+                "{what}: region {region} replayed ids {:?}, its read {:?}",
+                a.iter().map(|x| x.0).collect::<Vec<_>>(),
+                b.iter().map(|x| x.0).collect::<Vec<_>>()
+            ));
+        }
+    }
+    if let Some(region) = split.keys().find(|r| !reads.contains_key(r)) {
+        return Err(format!("{what}: region {region} was not asked for"));
+    }
+    Ok(())
+}
+
+impl Driver {
+    /// The distinct regions of `from`, each with its starting id.
+    fn points(&self, from: &[(u64, From)]) -> Vec<(RegionId, u64)> {
+        let mut seen = BTreeSet::new();
+        from.iter()
+            .filter(|(r, _)| seen.insert(*r))
+            .map(|(r, f)| (*r, self.from(*r, *f)))
+            .collect()
+    }
+
+    /// `replay` of several regions, each checked like a read and, with no
+    /// fault armed, equal to the reads of the same regions.
+    pub(super) async fn replay(
+        &mut self,
+        from: &[(u64, From)],
+        faulty: bool,
+    ) -> Result<(), String> {
+        let points = self.points(from);
+        let (promised, _) = self.model.snapshot();
+        let result = within("replay", collect(self.wal(0).replay(points.clone()))).await?;
+        let bulk = match result {
+            Ok(bulk) => bulk,
+            Err(e) => return self.expect_error(Call::Read, &e, faulty, &[]),
+        };
+        if self.stopped.is_some() && !bulk.is_empty() {
+            return Err(format!(
+                "a replay on a stopped store returned {} entries",
+                bulk.len()
+            ));
+        }
+        self.stats.bump("bulk replays", 1);
+        self.stats.bump("entries bulk-replayed", bulk.len() as u64);
+        let split = by_region(&bulk);
+        for (region, from) in &points {
+            let entries = split.get(region).map_or(&[][..], Vec::as_slice);
+            let holes = self.wal(0).holes(*region);
+            self.model
+                .read(*region, *from, entries, &holes, &promised)?;
+        }
+        if faulty || self.stopped.is_some() || self.model.corruption {
+            return Ok(());
+        }
+        let mut reads = BTreeMap::new();
+        for (region, from) in &points {
+            let read = within("read", read_all(self.wal(0), *region, *from))
+                .await?
+                .map_err(|e| format!("a read after a replay, no fault armed: {e}"))?;
+            reads.insert(*region, read);
+        }
+        // Obsolete entries may be collected between the two: compare above
+        // the watermarks.
+        let above = |entries: &[Entry]| -> Vec<Entry> {
+            entries
+                .iter()
+                .filter(|e| e.id > self.model.watermark_ever(e.region))
+                .cloned()
+                .collect()
+        };
+        let bulk = above(&bulk);
+        let reads = reads.into_iter().map(|(r, e)| (r, above(&e))).collect();
+        same_as_reads(&bulk, &reads, "a replay and the reads after it")
+    }
+
+    /// A `WalReader` on the prefix: its `read` and `replay` of the regions.
+    pub(super) async fn reader(
+        &mut self,
+        from: &[(u64, From)],
+        faulty: bool,
+    ) -> Result<(), String> {
+        let points = self.points(from);
+        let opened = within(
+            "WalReader::open",
+            WalReader::open(self.faulty.storage(), PREFIX, self.config.clone()),
+        )
+        .await?;
+        let reader = match opened {
+            Ok(reader) => reader,
+            Err(e) => return self.expect_error(Call::Open, &e, faulty, &[]),
+        };
+        self.stats.bump("reader opens", 1);
+        let mut reads = BTreeMap::new();
+        for (region, from) in &points {
+            let read = within("a reader's read", collect(reader.read(*region, *from))).await?;
+            match read {
+                Ok(entries) => {
+                    let holes = reader.holes(*region);
+                    self.model.observed(*region, *from, &entries, &holes)?;
+                    self.stats
+                        .bump("entries a reader read", entries.len() as u64);
+                    reads.insert(*region, entries);
+                }
+                Err(e) => self.expect_error(Call::Read, &e, faulty, &[])?,
+            }
+        }
+        if faulty || reads.len() != points.len() {
+            return Ok(());
+        }
+        let replayed = within("a reader's replay", collect(reader.replay(points.clone()))).await?;
+        match replayed {
+            Ok(bulk) => same_as_reads(&bulk, &reads, "a reader's replay and its reads"),
+            Err(e) => self.expect_error(Call::Read, &e, faulty, &[]),
+        }
+    }
+
+    /// The other log, opened on first use (`None`: its open failed with a
+    /// fault armed; the next step tries again).
+    async fn source(&mut self, faulty: bool) -> Result<Option<&mut Source>, String> {
+        if self.source.is_none() {
+            let config = Config {
+                ack_mode: AckMode::Durable,
+                retry_jitter: false,
+                ..self.config.clone()
+            };
+            let opened = within(
+                "open of the other log",
+                Wal::open(self.faulty.storage(), SOURCE, config),
+            )
+            .await?;
+            let wal = match opened {
+                Ok(wal) => wal,
+                Err(_) if faulty => return Ok(None),
+                Err(e) => return Err(format!("the other log did not open: {e}")),
+            };
+            self.source = Some(Source {
+                wal,
+                entries: BTreeMap::new(),
+                released: BTreeSet::new(),
+            });
+        }
+        Ok(self.source.as_mut())
+    }
+
+    /// The other log appends `n` entries to `region` (unless released
+    /// there). Its own answers are not under test here: a failed append is
+    /// an entry that an import may or may not carry.
+    pub(super) async fn source_append(
+        &mut self,
+        region: RegionId,
+        n: usize,
+        faulty: bool,
+    ) -> Result<(), String> {
+        let keyed: Vec<(Key, Bytes)> = (0..n).map(|i| self.model.foreign(region, 10 + i)).collect();
+        let Some(source) = self.source(faulty).await? else {
+            return Ok(());
+        };
+        if source.released.contains(&region) {
+            return Ok(());
+        }
+        let batch = keyed.iter().map(|(_, b)| (region, b.clone())).collect();
+        let appended = within("an append to the other log", source.wal.append(batch)).await?;
+        let ok = appended.is_ok();
+        source
+            .entries
+            .entry(region)
+            .or_default()
+            .extend(keyed.into_iter().map(|(k, b)| (k, b, ok)));
+        self.stats.bump("other log appends", 1);
+        Ok(())
+    }
+
+    /// `import_region(region)` from the other log, then its release there.
+    pub(super) async fn import(&mut self, region: RegionId, faulty: bool) -> Result<(), String> {
+        if self.source.is_none() || self.model.released_now(region) {
+            return Ok(());
+        }
+        match self.try_import(region, faulty).await? {
+            true => Ok(()),
+            false => {
+                self.imports_to_repeat.insert(region);
+                Ok(())
+            }
+        }
+    }
+
+    /// One import; `Ok(false)`: it failed as documented.
+    async fn try_import(&mut self, region: RegionId, faulty: bool) -> Result<bool, String> {
+        let Some(source) = self.source.as_ref() else {
+            return Ok(true);
+        };
+        let candidates: Vec<(Key, Bytes, bool)> = if source.released.contains(&region) {
+            Vec::new()
+        } else {
+            source.entries.get(&region).cloned().unwrap_or_default()
+        };
+        let storage = self.faulty.storage();
+        let config = self.config.clone();
+        let opened = within(
+            "WalReader::open of the other log",
+            WalReader::open(storage, SOURCE, config),
+        )
+        .await?;
+        let from_log = match opened {
+            Ok(r) => r,
+            // The other log is not under test here.
+            Err(_) if faulty => return Ok(false),
+            Err(e) => return Err(format!("a reader of the other log did not open: {e}")),
+        };
+        let result = within(
+            "import_region",
+            self.wal(0).import_region(&from_log, region, 0),
+        )
+        .await?;
+        let imported = match result {
+            Ok(imported) => imported,
+            Err(e) => {
+                self.expect_error(Call::Import, &e, faulty, &[region])?;
+                self.model
+                    .import_failed(region, candidates.iter().map(|(k, _, _)| *k));
+                self.stats.bump("imports failed", 1);
+                return Ok(false);
+            }
+        };
+        if self.stopped.is_some() {
+            return Err("an import on a stopped store answered Ok".into());
+        }
+        // What it appended: read back with no fault armed.
+        self.faulty.clear_faults();
+        let copied = if imported.entries == 0 {
+            Vec::new()
+        } else {
+            within(
+                "a read of the import",
+                read_past_holes(self.wal(0), region, imported.first_id),
+            )
+            .await?
+            .map_err(|e| format!("reading what an import appended: {e}"))?
+        };
+        let copied: Vec<&Entry> = copied.iter().filter(|e| e.id <= imported.last_id).collect();
+        if copied.len() as u64 != imported.entries
+            || (imported.entries > 0 && imported.first_id <= imported.floor)
+        {
+            return Err(format!(
+                "import of region {region}: {imported:?}, but {} entries read back from its first id",
+                copied.len()
+            ));
+        }
+        let mut registered = Vec::new();
+        let mut next = candidates.iter();
+        for entry in &copied {
+            // In the other log's order; the entries whose append failed
+            // there may be missing.
+            let found = next.by_ref().find(|(_, data, _)| *data == entry.data);
+            let Some((key, data, _)) = found else {
+                return Err(format!(
+                    "import of region {region}: id {} holds bytes the other log never held, or out of order",
+                    entry.id
+                ));
+            };
+            registered.push((*key, entry.id, data.clone()));
+        }
+        let brought: BTreeSet<Key> = registered.iter().map(|r| r.0).collect();
+        if let Some((key, _, _)) = candidates
+            .iter()
+            .find(|(k, _, ok)| *ok && !brought.contains(k))
+        {
+            return Err(format!(
+                "import of region {region}: entry {key}, acknowledged by the other log, was not imported"
+            ));
+        }
+        self.model.imported(region, imported.floor, &registered);
+        self.stats.bump("imports", 1);
+        self.stats.bump("entries imported", imported.entries);
+        // The handoff's last step: the region is released on the other log.
+        if faulty {
+            // Under the faults it may fail; it is repeated once they clear.
+            self.source_releases_to_repeat.insert(region);
+        } else {
+            self.release_on_source(region).await?;
+        }
+        Ok(true)
+    }
+
+    /// Releases `region` on the other log, which may still be failing
+    /// after earlier faults (it backs off): repeated until it returns `Ok`.
+    async fn release_on_source(&mut self, region: RegionId) -> Result<(), String> {
+        let Some(source) = self.source.as_mut() else {
+            return Ok(());
+        };
+        let mut last = None;
+        for _ in 0..20 {
+            let released = within(
+                "release on the other log",
+                source.wal.release_region(region),
+            )
+            .await?;
+            match released {
+                Ok(()) => {
+                    source.released.insert(region);
+                    return Ok(());
+                }
+                Err(e) if e.is_retryable() => {
+                    last = Some(e);
+                    tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+                }
+                Err(e) => {
+                    return Err(format!(
+                        "releasing an imported region on the other log: {e}"
+                    ))
+                }
+            }
+        }
+        Err(format!(
+            "releasing an imported region on the other log kept failing with no fault armed: {last:?}"
+        ))
+    }
+
+    /// Imports (and releases on the other log) that failed are repeated
+    /// once the faults are cleared: they must succeed.
+    pub(super) async fn repeat_imports(&mut self) -> Result<(), String> {
+        for region in std::mem::take(&mut self.source_releases_to_repeat) {
+            self.release_on_source(region).await?;
+        }
+        for region in std::mem::take(&mut self.imports_to_repeat) {
+            if self.stopped.is_some() || self.model.released_now(region) {
+                continue;
+            }
+            // The store may still be failing after the faults (it backs
+            // off before its next create): a retryable refusal is repeated.
+            let mut done = false;
+            for _ in 0..10 {
+                if self.try_import(region, true).await? {
+                    done = true;
+                    break;
+                }
+                tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+            }
+            if !done {
+                return Err(format!(
+                    "repeating the import of region {region} kept failing"
+                ));
+            }
+            self.stats.bump("imports repeated", 1);
+        }
+        Ok(())
+    }
+
+    /// An object damaged (a byte of its trailer flipped) or deleted at
+    /// rest, after a crash, with the faults cleared (the damage is the
+    /// fault). What the operator's tools see is checked, then the object is
+    /// restored (the operator's salvage) and the store reopens as usual:
+    ///
+    /// - a reader under quarantine (what `objwal verify` runs) opens, or
+    ///   fails naming the deleted object when no complete chain is left;
+    ///   a damaged object that held live entries is named damaged, its
+    ///   live regions get holes naming it, and every other promised entry
+    ///   reads back, except in objects named unreplayed;
+    /// - with `on_damaged_object = "quarantine"` (and an object that carries
+    ///   no release record or flush mark, whose loss the model does not
+    ///   follow) a writer opens too, names the same holes, and crashes; its
+    ///   boundary may have passed the object, whose entries may then be
+    ///   missing after the restore;
+    /// - under `"fail"` a writer's open fails naming the damaged object.
+    pub(super) async fn damage(&mut self, pick: usize, delete: bool) -> Result<(), String> {
+        self.faulty.clear_faults();
+        let inner = self.faulty.inner().clone();
+        let mut objects: Vec<(u64, String, u64)> = within(
+            "a list of objects",
+            inner.list(&format!("{PREFIX}/objects/")),
+        )
+        .await?
+        .map_err(|e| format!("listing objects to damage: {e}"))?
+        .into_iter()
+        .filter_map(|m| {
+            let name = m.key.rsplit('/').next()?;
+            let sequence = name.strip_suffix(".wal")?.parse().ok()?;
+            Some((sequence, m.key, m.size))
+        })
+        .collect();
+        objects.sort();
+        let Some((sequence, key, size)) = objects.get(pick % objects.len().max(1)).cloned() else {
+            return Ok(());
+        };
+        // A crash first: nothing writes while the object changes.
+        self.handles.clear();
+        self.stopped = None;
+        let bytes = within("a read", inner.read(&key, 0..size))
+            .await?
+            .map_err(|e| format!("reading {key} before damaging it: {e}"))?;
+        let carries_records = objwal::format::decode(&bytes)
+            .map(|o| !o.releases.is_empty() || !o.marks.is_empty())
+            .unwrap_or(true);
+        let live = self.model.live_regions_in(sequence);
+        if delete {
+            within("a delete by hand", inner.delete(&key))
+                .await?
+                .map_err(|e| format!("deleting {key} by hand: {e}"))?;
+            self.stats.bump("objects deleted by hand", 1);
+        } else {
+            let mut damaged = bytes.to_vec();
+            let at = damaged.len().saturating_sub(1 + pick % 8);
+            if let Some(b) = damaged.get_mut(at) {
+                *b ^= 0xFF;
+            }
+            within("a rewrite by hand", async {
+                inner.delete(&key).await?;
+                inner.create(&key, Bytes::from(damaged)).await
+            })
+            .await?
+            .map_err(|e| format!("damaging {key} by hand: {e}"))?;
+            self.stats.bump("objects damaged by hand", 1);
+        }
+        let quarantine = Config {
+            on_damaged_object: DamagePolicy::Quarantine,
+            ..self.config.clone()
+        };
+        let opened = within(
+            "WalReader::open after damage",
+            WalReader::open(self.faulty.storage(), PREFIX, quarantine.clone()),
+        )
+        .await?;
+        match opened {
+            Ok(reader) => {
+                self.check_damaged_reader(&reader, sequence, delete, &live)
+                    .await?
+            }
+            // No complete chain is left without the deleted object: the
+            // open fails loudly (naming where the chain breaks), never
+            // opens an empty or shortened log in silence.
+            Err(e @ Error::Recovery { .. }) if delete => {
+                let named = e.to_string().contains(&format!("sequence {sequence}"));
+                self.stats.bump(
+                    if named {
+                        "opens refused, naming the deleted object"
+                    } else {
+                        "opens refused, no complete chain left"
+                    },
+                    1,
+                );
+            }
+            Err(e) => {
+                return Err(format!(
+                    "a reader under quarantine did not open after {key} was damaged: {e}"
+                ))
+            }
+        }
+        let mut lost = BTreeSet::new();
+        // Quarantine over records the model does not follow: no writer
+        // opens (the reader above checked the naming).
+        let skip_writer = delete || (self.settings.quarantine && carries_records);
+        if !skip_writer {
+            let opened = within(
+                "open after damage",
+                Wal::open(self.faulty.storage(), PREFIX, self.config.clone()),
+            )
+            .await?;
+            match opened {
+                Ok(wal) if self.settings.quarantine => {
+                    for region in &live {
+                        if wal.holes(*region).iter().all(|h| h.sequence != sequence) {
+                            return Err(format!(
+                                "a writer under quarantine: object {sequence} held entries of region {region}, yet no hole names it"
+                            ));
+                        }
+                    }
+                    self.stats.bump("writers opened under quarantine", 1);
+                    lost.insert(sequence);
+                    drop(wal);
+                }
+                Ok(_) if live.is_empty() => {}
+                Ok(_) => {
+                    return Err(format!(
+                        "open under on_damaged_object = \"fail\" succeeded though object {sequence} held live entries"
+                    ))
+                }
+                Err(e) if e.to_string().contains(&key) => {
+                    self.stats.bump("opens refused, naming the damage", 1);
+                }
+                Err(e) if live.is_empty() => {
+                    return Err(format!("open after damage to {key} failed: {e}"))
+                }
+                Err(e) => return Err(format!("open after damage to {key} failed without naming it: {e}")),
+            }
+        }
+        // The operator restores the object from a copy.
+        within("a restore by hand", async {
+            let _ = inner.delete(&key).await;
+            inner.create(&key, bytes).await
+        })
+        .await?
+        .map_err(|e| format!("restoring {key}: {e}"))?;
+        let wal = self.open(false).await?;
+        self.check_restart_allowing(wal, &lost).await
+    }
+
+    /// What a reader under quarantine shows after object `sequence` was
+    /// damaged or deleted: named damage, named holes, and every other
+    /// promised entry, except in objects named unreplayed.
+    async fn check_damaged_reader(
+        &mut self,
+        reader: &WalReader,
+        sequence: u64,
+        delete: bool,
+        live: &BTreeSet<RegionId>,
+    ) -> Result<(), String> {
+        let mut lost: BTreeSet<u64> = reader.unreplayed().iter().map(|u| u.sequence).collect();
+        if delete {
+            lost.insert(sequence);
+            if reader.unreplayed().iter().any(|u| u.broken_at == sequence) {
+                self.stats
+                    .bump("deleted objects named where chains break", 1);
+            }
+        } else if !live.is_empty() {
+            if !reader.damaged().iter().any(|d| d.sequence == sequence) {
+                return Err(format!(
+                    "object {sequence} held live entries and was damaged, yet a reader does not name it"
+                ));
+            }
+            self.stats.bump("damaged objects named", 1);
+            for region in live {
+                if reader.holes(*region).iter().all(|h| h.sequence != sequence) {
+                    return Err(format!(
+                        "a reader: object {sequence} held entries of region {region}, yet no hole names it"
+                    ));
+                }
+            }
+        }
+        for region in 0..super::steps::REGIONS {
+            let read = within(
+                "a reader's read after damage",
+                collect(reader.read(region, 0)),
+            )
+            .await?;
+            let entries = match read {
+                Ok(entries) => entries,
+                Err(Error::Corrupted { .. }) if self.settings.fail_on_corruption => continue,
+                Err(e) => {
+                    return Err(format!(
+                        "a reader's read of region {region} after damage: {e}"
+                    ))
+                }
+            };
+            let holes = reader.holes(region);
+            self.model
+                .observed_after_loss(region, &entries, &holes, &lost)?;
+        }
+        Ok(())
+    }
+}
