@@ -259,7 +259,9 @@ pub use catalog::{IndexedObject, Pinning, RegionInfo};
 pub use config::{AckMode, Config, CorruptionPolicy, DamagePolicy, EarlySeals};
 pub use error::Error;
 pub use storage::{Created, ObjectMeta, ObjectStorage, Storage, StorageError, Suffix};
-pub use wal::{Entry, FlushRequest, Hole, Imported, Wal, WalReader};
+pub use wal::{
+    Entry, FlushRequest, Follower, Hole, Imported, Takeover, TakeoverProgress, Wal, WalReader,
+};
 
 /// A region: one log stream. `u64::MAX` is reserved for release records.
 pub type RegionId = u64;
