@@ -1,5 +1,5 @@
 //! The `objwal` command line tool: `demo`, `inspect`, `verify`, `dump`,
-//! `bench` and `repair` over any storage URL (`file://`, `memory://`,
+//! `tail`, `bench` and `repair` over any storage URL (`file://`, `memory://`,
 //! `s3://`, `gs://`, `azblob://`).
 //!
 //! Exit codes: 0 success; 1 a failure the tool found (a replay mismatch,
@@ -44,6 +44,7 @@ mod repair;
 #[cfg(feature = "testing")]
 mod soak;
 mod store;
+mod tail;
 mod verify;
 
 /// objwal: a write-ahead log on object storage.
@@ -77,6 +78,8 @@ enum Command {
     Verify(verify::VerifyArgs),
     /// The entries of one region (read-only).
     Dump(dump::DumpArgs),
+    /// The entries of one region as they land, until Ctrl-C (read-only).
+    Tail(tail::TailArgs),
     /// The write path under load: throughput, latency, objects, requests.
     Bench(bench::BenchArgs),
     /// Moves damaged objects aside under <prefix>/quarantine/ (with --yes).
@@ -167,6 +170,7 @@ fn main() -> ExitCode {
             Command::Inspect(args) => inspect::run(&prefix, args).await,
             Command::Verify(args) => verify::run(&prefix, args).await,
             Command::Dump(args) => dump::run(&prefix, args).await,
+            Command::Tail(args) => tail::run(&prefix, args).await,
             Command::Bench(args) => bench::run(&prefix, args).await,
             Command::Repair(args) => repair::run(&prefix, args).await,
             Command::BenchReplay(args) => bench_replay::run(&prefix, args).await,
