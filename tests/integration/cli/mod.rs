@@ -71,6 +71,7 @@ fn the_demo_survives_a_kill_in_durable_mode() {
         "open time:",
         "verdict:      OK",
         "handoff:      region 1 moved from node A to node B",
+        "following:    region 2 moved while node A wrote it",
     ] {
         assert!(out.contains(line), "{line:?} missing from:\n{out}");
     }
