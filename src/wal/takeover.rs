@@ -166,21 +166,35 @@ impl Takeover {
             last_id: 0,
             entries: 0,
         };
+        // The appends are sent at once, in order (an append's first poll
+        // hands it to the actor, which admits appends in the order they
+        // come: ids and objects keep the region's order), so that their
+        // creates overlap up to `max_inflight_creates`; then awaited in
+        // order.
         let mut chunk = Chunk::new(region, wal.handle.batch_bytes);
+        let mut appends = Vec::new();
         let mut entries = held.entries.into_iter();
         loop {
             let next = entries.next();
             let full = next.as_ref().is_some_and(|e| !chunk.takes(&e.data));
             if full || (next.is_none() && !chunk.is_empty()) {
-                let ids = wal.append(chunk.take()).await?;
-                if imported.first_id == 0 {
-                    imported.first_id = ids.first().copied().unwrap_or(0);
-                }
-                imported.last_id = ids.last().copied().unwrap_or(imported.last_id);
-                imported.entries += ids.len() as u64;
+                let mut append = Box::pin(wal.append(chunk.take()));
+                let sent = futures::poll!(append.as_mut());
+                appends.push((append, sent));
             }
             let Some(entry) = next else { break };
             chunk.push(entry.data);
+        }
+        for (append, sent) in appends {
+            let ids = match sent {
+                std::task::Poll::Ready(ids) => ids?,
+                std::task::Poll::Pending => append.await?,
+            };
+            if imported.first_id == 0 {
+                imported.first_id = ids.first().copied().unwrap_or(0);
+            }
+            imported.last_id = ids.last().copied().unwrap_or(imported.last_id);
+            imported.entries += ids.len() as u64;
         }
         if imported.entries > 0 {
             wal.wait_durable(region, imported.last_id).await?;

@@ -357,8 +357,9 @@ impl ObjectStorage for DeleteBeforeRead {
 async fn an_object_deleted_before_its_segment_is_read_is_a_hole_not_a_stop() {
     let storage = faulty_memory().storage();
     let wal = open(&storage, config()).await;
-    let big = |s: &str| b(&format!("{s}{}", "x".repeat(8 << 10)));
-    // Objects larger than the tail window: segments need reads of their own.
+    let big = |s: &str| b(&format!("{s}{}", "x".repeat(100 << 10)));
+    // Objects larger than a poll reads (64 KiB): segments need reads of
+    // their own.
     let first = wal.append(vec![(1, big("a"))]).await.unwrap()[0];
     let doomed = objwal::format::sequence_of(first) + 1;
     let racing = Arc::new(DeleteBeforeRead {

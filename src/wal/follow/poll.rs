@@ -3,9 +3,10 @@
 //! which the tail is decoded as recovery decodes it.
 //!
 //! A follower does not know whether the next key holds anything, let alone
-//! how large it is, so it asks for the last `window` bytes
-//! ([`ObjectStorage::read_suffix`]: one GET on S3, answered with the size).
-//! Small objects come whole with it, so their segments need no second read.
+//! how large it is, so it asks for the object's last bytes
+//! ([`ObjectStorage::read_suffix`]: one GET on S3, answered with the size):
+//! the learned tail window, and at least [`POLL_WINDOW`]. Objects up to that
+//! size come whole, so their segments need no second read.
 //! A tail that does not decode, or decodes to something implausible, is
 //! looked at again by recovery's rule ([`examine`]: damage only when two
 //! reads agree, R3).
@@ -18,6 +19,14 @@ use crate::storage::keys::Prefix;
 use crate::storage::{ObjectStorage, Storage};
 use crate::wal::quarantine::{examine, Damaged, Examined};
 use crate::wal::recovery::{check_plausible, RecoveredObject, TailWindow};
+use crate::wal::replay::plan::READ_THROUGH;
+
+/// The least a poll asks for: on a remote store a request waits 20-30 ms
+/// for its first byte while 64 KiB more of an answer take about a
+/// millisecond (the bulk replay's read-through, RFC 0009), so a light
+/// writer's objects come whole with the poll instead of costing a segment
+/// read each. A poll that misses costs the same either way.
+pub(crate) const POLL_WINDOW: u64 = READ_THROUGH;
 
 /// An object found at a key, with the bytes read at its end.
 #[derive(Debug)]
@@ -60,7 +69,10 @@ pub(crate) async fn poll(
     window: &TailWindow,
 ) -> Result<Polled, Error> {
     let key = prefix.object_key(sequence);
-    let suffix = match storage.read_suffix(&key, window.len()).await {
+    let suffix = match storage
+        .read_suffix(&key, window.len().max(POLL_WINDOW))
+        .await
+    {
         Ok(suffix) => suffix,
         Err(e) if e.is_not_found() => return Ok(Polled::Missing),
         Err(e) => return Err(e.into()),
