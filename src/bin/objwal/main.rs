@@ -26,6 +26,7 @@ macro_rules! out {
 }
 
 mod bench;
+mod bench_follow;
 mod bench_replay;
 mod bench_report;
 mod counting;
@@ -86,6 +87,8 @@ enum Command {
     Repair(repair::RepairArgs),
     /// Restart at scale: bulk replay vs per-region reads, open, pinning.
     BenchReplay(bench_replay::BenchReplayArgs),
+    /// Following: lag, idle requests, handoff pause with and without.
+    BenchFollow(bench_follow::BenchFollowArgs),
     /// Kills a workload again and again on one prefix; checks every reopen.
     CrashGate(crash_gate::CrashGateArgs),
     /// Mixed load with injected faults; checks memory, fds and tasks (feature "testing").
@@ -174,6 +177,7 @@ fn main() -> ExitCode {
             Command::Bench(args) => bench::run(&prefix, args).await,
             Command::Repair(args) => repair::run(&prefix, args).await,
             Command::BenchReplay(args) => bench_replay::run(&prefix, args).await,
+            Command::BenchFollow(args) => bench_follow::run(&prefix, args).await,
             Command::CrashGate(args) => crash_gate::run(&prefix, cli.verbose, args).await,
             #[cfg(feature = "testing")]
             Command::Soak(args) => soak::run(&prefix, args).await,
