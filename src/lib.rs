@@ -233,7 +233,7 @@
 //!
 //! | feature | what it adds |
 //! | --- | --- |
-//! | `cli` (default) | the `objwal` command line: `demo`, `inspect`, `verify`, `dump`, `bench` |
+//! | `cli` (default) | the `objwal` command line: `demo`, `inspect`, `verify`, `dump`, `tail`, `bench` |
 //! | `object_store` | [`Storage::from_object_store`]; `s3://` URLs through object_store |
 //! | `opendal` | [`Storage::from_opendal`]; `gs://` and `azblob://` URLs, and `s3://` when `object_store` is off (or with `?adapter=opendal`) |
 //! | `testing` | `storage::fault`: the fault-injecting storage wrapper |
