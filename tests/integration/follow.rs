@@ -307,14 +307,33 @@ async fn following_a_region_released_before_ends_it_at_once() {
     wal.stop().await.unwrap();
 }
 
-/// A storage wrapper that deletes an object of a chosen sequence just
-/// before the first ranged read of it (a suffix read, the poll, passes):
-/// collection racing the follower between its poll and its segment read.
+/// A storage wrapper that deletes the object of a chosen key just before
+/// the first read of its first segment (at offset 64, after the header;
+/// polls and tail reads pass): collection racing the follower between
+/// finding an object and reading its segment.
 #[derive(Debug)]
 struct DeleteBeforeRead {
     inner: Storage,
-    key: String,
-    armed: AtomicBool,
+    armed: std::sync::Mutex<Option<String>>,
+}
+
+impl DeleteBeforeRead {
+    fn new(inner: Storage) -> Arc<Self> {
+        Arc::new(DeleteBeforeRead {
+            inner,
+            armed: Default::default(),
+        })
+    }
+
+    /// Deletes the object of `sequence` (prefix "t") before its first
+    /// segment is read.
+    fn arm(&self, sequence: u64) {
+        *self.armed.lock().unwrap() = Some(format!("{PREFIX}/objects/{sequence:020}.wal"));
+    }
+
+    fn fired(&self) -> bool {
+        self.armed.lock().unwrap().is_none()
+    }
 }
 
 #[async_trait::async_trait]
@@ -331,7 +350,12 @@ impl ObjectStorage for DeleteBeforeRead {
         key: &str,
         range: std::ops::Range<u64>,
     ) -> Result<Bytes, objwal::StorageError> {
-        if key == self.key && self.armed.swap(false, Ordering::SeqCst) {
+        let fire = {
+            let mut armed = self.armed.lock().unwrap();
+            let first_segment = range.start == objwal::format::HEADER_LEN as u64;
+            first_segment && armed.take_if(|k| k == key).is_some()
+        };
+        if fire {
             self.inner.delete(key).await?;
         }
         self.inner.read(key, range).await
@@ -362,11 +386,8 @@ async fn an_object_deleted_before_its_segment_is_read_is_a_hole_not_a_stop() {
     // their own.
     let first = wal.append(vec![(1, big("a"))]).await.unwrap()[0];
     let doomed = objwal::format::sequence_of(first) + 1;
-    let racing = Arc::new(DeleteBeforeRead {
-        inner: storage.clone(),
-        key: format!("{PREFIX}/objects/{doomed:020}.wal"),
-        armed: AtomicBool::new(true),
-    });
+    let racing = DeleteBeforeRead::new(storage.clone());
+    racing.arm(doomed);
     let reader = WalReader::open(Storage::from_arc(racing.clone()), PREFIX, config())
         .await
         .unwrap();
@@ -382,7 +403,7 @@ async fn an_object_deleted_before_its_segment_is_read_is_a_hole_not_a_stop() {
         (holes[0].sequence, holes[0].first_id, holes[0].last_id),
         (doomed, lost, lost)
     );
-    assert!(!racing.armed.load(Ordering::SeqCst));
+    assert!(racing.fired());
     wal.stop().await.unwrap();
 }
 
@@ -623,10 +644,14 @@ async fn regions_are_added_and_removed_while_following() {
     wal.stop().await.unwrap();
 }
 
-/// The same on the S3 test server, in real time: a concurrent writer, then
-/// a restart; every entry once, in order.
+/// The whole story on the S3 test server, in real time: a concurrent
+/// writer, its restart, a fencing (a second opener while the restarted
+/// writer lives), an object deleted between the follower's poll and its
+/// segment read, and a release. Every acknowledged entry once, in order,
+/// but the deleted one, which is a hole; the released region ends with
+/// its marker while the other goes on.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_follower_on_the_s3_server_sees_a_writer_and_its_restart() {
+async fn a_follower_on_the_s3_server_goes_through_restart_fencing_collection_and_release() {
     let endpoint = s3_endpoint();
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -640,22 +665,76 @@ async fn a_follower_on_the_s3_server_sees_a_writer_and_its_restart() {
         ("aws_region", "us-east-1"),
     ];
     let storage = Storage::from_url_opts(&url, options).unwrap();
+    let racing = DeleteBeforeRead::new(storage.clone());
     let wal = open(&storage, config()).await;
-    wal.append(vec![(1, b("first"))]).await.unwrap();
-    let (mut follower, counted) = follower(&storage, config(), &[(1, 0), (2, 0)]).await;
-    let acked = concurrent_appends(&wal, 2, 10).await;
+    let mut acked = BTreeSet::new();
+    acked.insert((1, wal.append(vec![(1, b("first"))]).await.unwrap()[0]));
+    let racing_storage = Storage::from_arc(racing.clone());
+    let (mut follower, counted) = follower(&racing_storage, config(), &[(1, 0), (2, 0)]).await;
+    // The follower runs while the writers write.
+    let (items, mut received) = tokio::sync::mpsc::unbounded_channel();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let consumer = tokio::spawn(async move {
+        let mut stopped = stopped;
+        loop {
+            tokio::select! {
+                _ = &mut stopped => return follower,
+                item = follower.next() => match item {
+                    Some(item) => { let _ = items.send(item); }
+                    None => return follower,
+                },
+            }
+        }
+    });
+    acked.extend(concurrent_appends(&wal, 2, 10).await);
+    // A restart.
     wal.stop().await.unwrap();
-    let wal = open(&storage, config()).await;
-    let after = concurrent_appends(&wal, 2, 5).await;
-    let got = entries(&mut follower, 1 + acked.len() + after.len()).await;
+    let restarted = open(&storage, config()).await;
+    acked.extend(concurrent_appends(&restarted, 2, 5).await);
+    // A fencing: a second opener while the restarted writer lives.
+    let newer = open(&storage, config()).await;
+    assert!(restarted
+        .append(vec![(1, b("late"))])
+        .await
+        .unwrap_err()
+        .is_fenced());
+    acked.extend(concurrent_appends(&newer, 1, 5).await);
+    // An object deleted before its segment is read (larger than a poll).
+    let last = newer.latest_entry_id(1).max(newer.latest_entry_id(2));
+    let doomed = objwal::format::sequence_of(last) + 1;
+    racing.arm(doomed);
+    let big = b(&"x".repeat(100 << 10));
+    let lost = newer.append(vec![(1, big)]).await.unwrap()[0];
+    assert_eq!(objwal::format::sequence_of(lost), doomed);
+    // A release, then more of the other region.
+    newer.release_region(2).await.unwrap();
+    let after = newer.append(vec![(1, b("after"))]).await.unwrap()[0];
+    acked.insert((1, after));
+
+    let mut got = Vec::new();
+    let mut released = false;
+    while !(released && got.last().is_some_and(|e: &Entry| e.id == after)) {
+        match within(received.recv()).await {
+            Some(Ok(entry)) => got.push(entry),
+            Some(Err(Error::RegionReleased { region: 2 })) => released = true,
+            other => panic!("{other:?}"),
+        }
+    }
+    stop.send(()).unwrap();
+    let follower = within(consumer).await.unwrap();
     assert_in_order_once(&got);
-    let got: BTreeSet<_> = pairs(&got).into_iter().collect();
-    assert!(acked.is_subset(&got) && after.is_subset(&got));
+    assert_eq!(pairs(&got).into_iter().collect::<BTreeSet<_>>(), acked);
+    assert!(racing.fired());
+    let holes = follower.holes(1);
+    assert_eq!(holes.len(), 1, "{holes:?}");
+    assert_eq!((holes[0].first_id, holes[0].last_id), (lost, lost));
+    assert_eq!(follower.positions(), vec![(1, after)]);
     assert!(
         counted.counts().list.requests >= 1,
-        "the restart made it list"
+        "a newer process made it list"
     );
-    wal.stop().await.unwrap();
+    let _ = restarted.stop().await;
+    newer.stop().await.unwrap();
 }
 
 // ---- handoff by following ----------------------------------------------

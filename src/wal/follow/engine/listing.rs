@@ -102,6 +102,7 @@ impl Engine {
         };
         let place = self.place().map(|p| (p.sequence, p.epoch));
         if place == Some((tip.sequence, tip.epoch)) {
+            self.warn_unreachable(&present, &summaries);
             return Ok(false);
         }
         let on_chain: Vec<u64> = selection
@@ -196,6 +197,36 @@ impl Engine {
         }
         while self.others.len() > OTHERS_KEPT {
             self.others.pop_first();
+        }
+    }
+
+    /// The chain has not moved past the place, yet objects that are not
+    /// settle markers lie beyond its next key, which is missing (not a
+    /// newer process's walk: that lands a marker there): an object of the
+    /// chain is missing above the reclaim boundary. Recovery would not
+    /// replay them either; the follower waits at its place, and says so.
+    /// (Creates still in flight look the same for a moment; a listing of
+    /// a quiet log is 10 waits after the last landing.)
+    fn warn_unreachable(
+        &self,
+        present: &BTreeMap<u64, u64>,
+        summaries: &BTreeMap<u64, ObjectSummary>,
+    ) {
+        let Some(place) = self.place() else {
+            return;
+        };
+        let next = protocol::next_key(place.sequence, place.jump());
+        if self.blocked || present.contains_key(&next) {
+            return;
+        }
+        let beyond = summaries
+            .range(next..)
+            .filter(|(_, s)| s.link.is_some_and(|l| l.epoch != 0))
+            .count();
+        if beyond > 0 {
+            tracing::warn!(prefix = %self.prefix, next, beyond,
+                "objects lie beyond the follower's next key, which is missing: the chain is broken \
+                 above its reclaim boundary; the follower waits there");
         }
     }
 }
