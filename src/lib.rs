@@ -255,9 +255,9 @@
 //!
 //! | feature | what it adds |
 //! | --- | --- |
-//! | `cli` (default) | the `objwal` command line: `demo`, `inspect`, `verify`, `dump`, `bench` |
-//! | `object_store` | `Storage::from_object_store`; `s3://` URLs through object_store |
-//! | `opendal` | `Storage::from_opendal`; `gs://` and `azblob://` URLs, and `s3://` when `object_store` is off (or with `?adapter=opendal`) |
+//! | `cli` (default) | the `objwal` command line: `demo`, `inspect`, `verify`, `dump`, `tail`, `bench` |
+//! | `object_store` | [`Storage::from_object_store`]; `s3://` URLs through object_store |
+//! | `opendal` | [`Storage::from_opendal`]; `gs://` and `azblob://` URLs, and `s3://` when `object_store` is off (or with `?adapter=opendal`) |
 //! | `testing` | `storage::fault`: the fault-injecting storage wrapper |
 //!
 //! A library user without the command line depends on
@@ -281,8 +281,10 @@ pub mod wal;
 pub use catalog::{IndexedObject, Pinning, RegionInfo};
 pub use config::{AckMode, Config, CorruptionPolicy, DamagePolicy, EarlySeals, HedgeCreates};
 pub use error::Error;
-pub use storage::{Created, ObjectMeta, ObjectStorage, Storage, StorageError};
-pub use wal::{Entry, FlushRequest, Hole, Imported, Wal, WalReader};
+pub use storage::{Created, ObjectMeta, ObjectStorage, Storage, StorageError, Suffix};
+pub use wal::{
+    Entry, FlushRequest, Follower, Hole, Imported, Takeover, TakeoverProgress, Wal, WalReader,
+};
 
 /// A region: one log stream. `u64::MAX` (release records) and
 /// `u64::MAX - 255` (flush marks) are reserved.

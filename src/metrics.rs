@@ -64,6 +64,21 @@ pub const UNREPLAYED_OBJECTS: &str = "objwal_unreplayed_objects";
 /// not answered after a high percentile of recent creates (`hedge_creates`).
 pub const HEDGED_CREATES_TOTAL: &str = "objwal_hedged_creates_total";
 
+/// Suffix reads a follower made to ask for the next key of the log (one GET
+/// each, whether an object was there or not).
+pub const FOLLOW_POLLS_TOTAL: &str = "objwal_follow_polls_total";
+/// Ranged reads a follower made besides its polls (segments, footers, the
+/// tails of listed objects).
+pub const FOLLOW_READS_TOTAL: &str = "objwal_follow_reads_total";
+/// Listings a follower made (a writer's restart or fencing, an idle check,
+/// a prefix without a log yet).
+pub const FOLLOW_LISTS_TOTAL: &str = "objwal_follow_lists_total";
+/// Objects of the chain a follower took in.
+pub const FOLLOW_OBJECTS_TOTAL: &str = "objwal_follow_objects_total";
+/// Objects of the chain a follower found deleted (collected) before it read
+/// what it needed of them: holes of the regions it follows.
+pub const FOLLOW_MISSED_OBJECTS_TOTAL: &str = "objwal_follow_missed_objects_total";
+
 /// Describes every metric to the installed recorder (units and help).
 ///
 /// Opening the first store of the process calls this; call it again only
@@ -135,6 +150,20 @@ pub fn describe() {
         HEDGED_CREATES_TOTAL,
         "creates sent a second time because the first was slow"
     );
+    describe_counter!(
+        FOLLOW_POLLS_TOTAL,
+        "reads of the next key by followers (one GET each, found or not)"
+    );
+    describe_counter!(
+        FOLLOW_READS_TOTAL,
+        "ranged reads by followers besides their polls"
+    );
+    describe_counter!(FOLLOW_LISTS_TOTAL, "listings by followers");
+    describe_counter!(FOLLOW_OBJECTS_TOTAL, "chain objects followers took in");
+    describe_counter!(
+        FOLLOW_MISSED_OBJECTS_TOTAL,
+        "chain objects collected before a follower read them"
+    );
 }
 
 /// Calls [`describe`] the first time in this process.
@@ -204,6 +233,32 @@ impl StoreMetrics {
             quarantined_objects: metrics::gauge!(QUARANTINED_OBJECTS, "prefix" => p.clone()),
             unreplayed_objects: metrics::gauge!(UNREPLAYED_OBJECTS, "prefix" => p.clone()),
             hedged_creates: metrics::counter!(HEDGED_CREATES_TOTAL, "prefix" => p),
+        }
+    }
+}
+
+/// The metric handles of the followers of one prefix.
+#[derive(Clone)]
+pub(crate) struct FollowMetrics {
+    pub(crate) polls: metrics::Counter,
+    pub(crate) reads: metrics::Counter,
+    pub(crate) lists: metrics::Counter,
+    pub(crate) objects: metrics::Counter,
+    pub(crate) missed_objects: metrics::Counter,
+}
+
+impl FollowMetrics {
+    /// The handles of the followers of `prefix` (describing every metric
+    /// first, once per process).
+    pub(crate) fn new(prefix: &str) -> Self {
+        describe_once();
+        let p = prefix.to_owned();
+        FollowMetrics {
+            polls: metrics::counter!(FOLLOW_POLLS_TOTAL, "prefix" => p.clone()),
+            reads: metrics::counter!(FOLLOW_READS_TOTAL, "prefix" => p.clone()),
+            lists: metrics::counter!(FOLLOW_LISTS_TOTAL, "prefix" => p.clone()),
+            objects: metrics::counter!(FOLLOW_OBJECTS_TOTAL, "prefix" => p.clone()),
+            missed_objects: metrics::counter!(FOLLOW_MISSED_OBJECTS_TOTAL, "prefix" => p),
         }
     }
 }

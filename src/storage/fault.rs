@@ -40,7 +40,7 @@ use std::time::Duration;
 use bytes::{Bytes, BytesMut};
 use tokio::sync::{oneshot, watch};
 
-use super::{Created, ObjectMeta, ObjectStorage, Storage, StorageError, StorageErrorKind};
+use super::{Created, ObjectMeta, ObjectStorage, Storage, StorageError, StorageErrorKind, Suffix};
 
 /// A kind of storage request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -528,29 +528,23 @@ impl ObjectStorage for FaultyStorage {
             Ok(d) => d,
             Err(e) => return self.finish(Op::Read, Err(e)),
         };
-        let mut s = self.state();
-        s.counts.read.bytes += data.len() as u64;
-        let len = data.len() as u64;
-        let applies = |at: &Option<u64>| match at {
-            None => len > 0,
-            Some(off) => *off >= start && *off < start + len,
+        Ok(self.after_read(key, start, data))
+    }
+
+    /// A read of the object's end: one request of kind [`Op::Read`], with
+    /// the read's rules (latency, stalls, failures, corruption at object
+    /// offsets).
+    async fn read_suffix(&self, key: &str, len: u64) -> Result<Suffix, StorageError> {
+        self.enter(Op::Read, key).await?;
+        let suffix = match self.inner.read_suffix(key, len).await {
+            Ok(s) => s,
+            Err(e) => return self.finish(Op::Read, Err(e)),
         };
-        let i = s
-            .corrupt
-            .iter()
-            .position(|r| r.remaining > 0 && key.contains(&r.key_contains) && applies(&r.what));
-        let Some(i) = i else {
-            return Ok(data);
-        };
-        let rule = &mut s.corrupt[i];
-        rule.remaining -= 1;
-        let at = rule.what;
-        if rule.remaining == 0 {
-            s.corrupt.remove(i);
-        }
-        drop(s);
-        let index = at.map_or(len / 2, |off| off - start);
-        Ok(flip(data, usize::try_from(index).unwrap_or(usize::MAX)))
+        let start = suffix.size.saturating_sub(suffix.data.len() as u64);
+        Ok(Suffix {
+            data: self.after_read(key, start, suffix.data),
+            size: suffix.size,
+        })
     }
 
     async fn list(&self, prefix: &str) -> Result<Vec<ObjectMeta>, StorageError> {
@@ -575,6 +569,36 @@ impl ObjectStorage for FaultyStorage {
         let slow =
             !s.latency[op_index(Op::Create)].is_zero() || !s.latency[op_index(Op::Read)].is_zero();
         slow || self.inner.charges_per_request()
+    }
+}
+
+impl FaultyStorage {
+    /// Counts the bytes a read returned and applies the next corrupt rule
+    /// that matches (`start`: the object offset of `data`).
+    fn after_read(&self, key: &str, start: u64, data: Bytes) -> Bytes {
+        let mut s = self.state();
+        s.counts.read.bytes += data.len() as u64;
+        let len = data.len() as u64;
+        let applies = |at: &Option<u64>| match at {
+            None => len > 0,
+            Some(off) => *off >= start && *off < start + len,
+        };
+        let i = s
+            .corrupt
+            .iter()
+            .position(|r| r.remaining > 0 && key.contains(&r.key_contains) && applies(&r.what));
+        let Some(i) = i else {
+            return data;
+        };
+        let rule = &mut s.corrupt[i];
+        rule.remaining -= 1;
+        let at = rule.what;
+        if rule.remaining == 0 {
+            s.corrupt.remove(i);
+        }
+        drop(s);
+        let index = at.map_or(len / 2, |off| off - start);
+        flip(data, usize::try_from(index).unwrap_or(usize::MAX))
     }
 }
 

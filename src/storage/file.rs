@@ -42,7 +42,7 @@ use std::time::{Duration, SystemTime};
 use bytes::Bytes;
 
 use super::StorageErrorKind;
-use super::{check_range, sort_listing, Created, ObjectMeta, ObjectStorage, StorageError};
+use super::{check_range, sort_listing, Created, ObjectMeta, ObjectStorage, StorageError, Suffix};
 
 /// Every temporary file's name starts with this; no key part may.
 pub const TEMP_MARKER: &str = ".objwal-tmp-";
@@ -264,6 +264,33 @@ impl Inner {
     }
 
     fn read(&self, key: &str, range: Range<u64>) -> Result<Bytes, StorageError> {
+        let (file, size) = self.open_object(key)?;
+        let r = check_range(key, &range, size)?;
+        let mut buf = vec![0u8; r.len()];
+        file.read_exact_at(&mut buf, range.start)
+            .map_err(|e| io_error(e, Some(key)))?;
+        Ok(Bytes::from(buf))
+    }
+
+    /// The last `len` bytes of `key` (all of it when shorter), and its size.
+    fn read_suffix(&self, key: &str, len: u64) -> Result<Suffix, StorageError> {
+        let (file, size) = self.open_object(key)?;
+        let start = size.saturating_sub(len);
+        let want = usize::try_from(size - start)
+            .map_err(|_| StorageError::permanent("range too large").with_key(key))?;
+        let mut buf = vec![0u8; want];
+        file.read_exact_at(&mut buf, start)
+            .map_err(|e| io_error(e, Some(key)))?;
+        Ok(Suffix {
+            data: Bytes::from(buf),
+            size,
+        })
+    }
+
+    /// The object at `key`, open for reading, and its size: not-found for
+    /// a directory, and a transient error for an entry whose directory
+    /// fsync failed (visible is not durable).
+    fn open_object(&self, key: &str) -> Result<(File, u64), StorageError> {
         let path = self.path(key)?;
         let err = |e| io_error(e, Some(key));
         let unsynced = self
@@ -283,10 +310,7 @@ impl Inner {
         if !meta.is_file() {
             return Err(StorageError::not_found(key));
         }
-        let r = check_range(key, &range, meta.len())?;
-        let mut buf = vec![0u8; r.len()];
-        file.read_exact_at(&mut buf, range.start).map_err(err)?;
-        Ok(Bytes::from(buf))
+        Ok((file, meta.len()))
     }
 
     fn list(&self, prefix: &str) -> Result<Vec<ObjectMeta>, StorageError> {
@@ -376,6 +400,12 @@ impl ObjectStorage for FileStorage {
     async fn read(&self, key: &str, range: Range<u64>) -> Result<Bytes, StorageError> {
         let k = key.to_owned();
         self.blocking(key, move |inner| inner.read(&k, range)).await
+    }
+
+    async fn read_suffix(&self, key: &str, len: u64) -> Result<Suffix, StorageError> {
+        let k = key.to_owned();
+        self.blocking(key, move |inner| inner.read_suffix(&k, len))
+            .await
     }
 
     async fn list(&self, prefix: &str) -> Result<Vec<ObjectMeta>, StorageError> {

@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use bytes::Bytes;
 
-use super::{check_range, Created, ObjectMeta, ObjectStorage, StorageError};
+use super::{check_range, Created, ObjectMeta, ObjectStorage, StorageError, Suffix};
 
 /// An in-process object store. Clones share the same objects.
 #[derive(Debug, Clone, Default)]
@@ -59,6 +59,20 @@ impl ObjectStorage for MemoryStorage {
             .ok_or_else(|| StorageError::not_found(key))?;
         let r = check_range(key, &range, data.len() as u64)?;
         Ok(data.slice(r))
+    }
+
+    async fn read_suffix(&self, key: &str, len: u64) -> Result<Suffix, StorageError> {
+        let data = self
+            .lock()
+            .get(key)
+            .cloned()
+            .ok_or_else(|| StorageError::not_found(key))?;
+        let size = data.len() as u64;
+        let start = usize::try_from(size.saturating_sub(len)).unwrap_or(0);
+        Ok(Suffix {
+            data: data.slice(start..),
+            size,
+        })
     }
 
     async fn list(&self, prefix: &str) -> Result<Vec<ObjectMeta>, StorageError> {

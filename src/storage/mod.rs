@@ -65,6 +65,16 @@ pub enum Created {
     AlreadyExists,
 }
 
+/// The end of an object and its size, as
+/// [`ObjectStorage::read_suffix`] answers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Suffix {
+    /// The object's last `min(len, size)` bytes.
+    pub data: Bytes,
+    /// The object's size in bytes.
+    pub size: u64,
+}
+
 /// One listed object.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ObjectMeta {
@@ -281,6 +291,31 @@ pub trait ObjectStorage: Send + Sync + fmt::Debug + 'static {
     /// Deletes `key`; deleting a missing key is `Ok`.
     async fn delete(&self, key: &str) -> Result<(), StorageError>;
 
+    /// Reads the last `len` bytes of `key` (all of it when the object is
+    /// shorter; `len` is at least 1) and learns the object's size: one
+    /// request where the backend can (an HTTP suffix range, `Range:
+    /// bytes=-len`, whose answer names the size). A follower
+    /// ([`WalReader::follow`](crate::WalReader::follow)) asks for the next
+    /// key of a log this way without knowing whether it exists, let alone
+    /// its size: a missing key costs one cheap read that misses
+    /// (not-found), never a listing.
+    ///
+    /// The default lists `key` to learn its size, then reads the range (two
+    /// requests, one a listing): correct for any backend, and what an
+    /// outside backend that does not override it pays per poll. The
+    /// built-in backends and adapters override it.
+    async fn read_suffix(&self, key: &str, len: u64) -> Result<Suffix, StorageError> {
+        let size = self
+            .list(key)
+            .await?
+            .into_iter()
+            .find(|m| m.key == key)
+            .map(|m| m.size)
+            .ok_or_else(|| StorageError::not_found(key))?;
+        let data = self.read(key, size.saturating_sub(len)..size).await?;
+        Ok(Suffix { data, size })
+    }
+
     /// Whether each request has a price (and a round trip) worth saving: a
     /// remote object store. It sets the default budget of early seals
     /// (`Config::early_seals`): unlimited where requests cost nothing, one
@@ -361,6 +396,18 @@ impl ObjectStorage for Storage {
 
     async fn delete(&self, key: &str) -> Result<(), StorageError> {
         self.inner.delete(key).await
+    }
+
+    async fn read_suffix(&self, key: &str, len: u64) -> Result<Suffix, StorageError> {
+        if len == 0 {
+            return Err(
+                StorageError::permanent("a suffix read of 0 bytes asks for nothing").with_key(key),
+            );
+        }
+        let suffix = self.inner.read_suffix(key, len).await?;
+        let want = len.min(suffix.size);
+        exact(key, &(suffix.size - want..suffix.size), suffix.data)
+            .map(|data| Suffix { data, ..suffix })
     }
 
     fn charges_per_request(&self) -> bool {

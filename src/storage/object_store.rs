@@ -38,12 +38,14 @@ use std::sync::Arc;
 
 use ::object_store::list::{PaginatedListOptions, PaginatedListStore};
 use ::object_store::path::Path;
-use ::object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload};
+use ::object_store::{
+    GetOptions, GetRange, ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload,
+};
 use bytes::Bytes;
 use futures::TryStreamExt;
 
 use super::explain::{explain, missing_bucket};
-use super::{check_range, sort_listing, Created, ObjectMeta, ObjectStorage, Storage};
+use super::{check_range, sort_listing, Created, ObjectMeta, ObjectStorage, Storage, Suffix};
 use super::{StorageError, StorageErrorKind};
 
 /// An [`ObjectStorage`] backed by an `object_store::ObjectStore`.
@@ -216,6 +218,34 @@ impl ObjectStorage for ObjectStoreStorage {
             .with_key(key));
         }
         Ok(data)
+    }
+
+    /// One GET with a suffix range (`bytes=-len`); its answer names the
+    /// object's size.
+    async fn read_suffix(&self, key: &str, len: u64) -> Result<Suffix, StorageError> {
+        let location = path(key)?;
+        let opts = GetOptions {
+            range: Some(GetRange::Suffix(len)),
+            ..GetOptions::default()
+        };
+        let got = self
+            .store
+            .get_opts(&location, opts)
+            .await
+            .map_err(|e| map_error(e, key))?;
+        let (size, range) = (got.meta.size, got.range.clone());
+        let data = got.bytes().await.map_err(|e| map_error(e, key))?;
+        if range.end != size || data.len() as u64 != range.end - range.start {
+            return Err(StorageError::transient(format!(
+                "a suffix read of {len} bytes answered {} bytes for the range {}..{} of an \
+                 object of {size} bytes",
+                data.len(),
+                range.start,
+                range.end
+            ))
+            .with_key(key));
+        }
+        Ok(Suffix { data, size })
     }
 
     async fn list(&self, prefix: &str) -> Result<Vec<ObjectMeta>, StorageError> {

@@ -36,7 +36,7 @@ use bytes::Bytes;
 
 use super::explain::{explain, missing_bucket};
 use super::{check_range, sort_listing, Created, ObjectMeta, ObjectStorage, Storage};
-use super::{StorageError, StorageErrorKind};
+use super::{StorageError, StorageErrorKind, Suffix};
 
 /// An [`ObjectStorage`] backed by an `opendal::Operator`.
 ///
@@ -135,6 +135,19 @@ impl ObjectStorage for OpendalStorage {
             .with_key(key));
         }
         Ok(data)
+    }
+
+    /// A stat, then a ranged read (opendal asks for ranges by offset): a
+    /// missing key costs one request, an object two.
+    async fn read_suffix(&self, key: &str, len: u64) -> Result<Suffix, StorageError> {
+        let size = self
+            .op
+            .stat(key)
+            .await
+            .map_err(|e| map_error(e, key))?
+            .content_length();
+        let data = self.read(key, size.saturating_sub(len)..size).await?;
+        Ok(Suffix { data, size })
     }
 
     async fn list(&self, prefix: &str) -> Result<Vec<ObjectMeta>, StorageError> {

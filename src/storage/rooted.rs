@@ -12,7 +12,7 @@ use std::ops::Range;
 use bytes::Bytes;
 
 use super::keys::{Prefix, PrefixError};
-use super::{Created, ObjectMeta, ObjectStorage, Storage, StorageError};
+use super::{Created, ObjectMeta, ObjectStorage, Storage, StorageError, Suffix};
 
 /// Puts every key of an inner store under `root/`.
 #[derive(Debug, Clone)]
@@ -45,6 +45,10 @@ impl ObjectStorage for Rooted {
 
     async fn read(&self, key: &str, range: Range<u64>) -> Result<Bytes, StorageError> {
         self.inner.read(&self.full(key), range).await
+    }
+
+    async fn read_suffix(&self, key: &str, len: u64) -> Result<Suffix, StorageError> {
+        self.inner.read_suffix(&self.full(key), len).await
     }
 
     async fn list(&self, prefix: &str) -> Result<Vec<ObjectMeta>, StorageError> {

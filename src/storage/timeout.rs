@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 
-use super::{Created, ObjectMeta, ObjectStorage, Storage, StorageError};
+use super::{Created, ObjectMeta, ObjectStorage, Storage, StorageError, Suffix};
 
 /// Wraps a store so that every request fails after `timeout`.
 #[derive(Debug, Clone)]
@@ -51,6 +51,11 @@ impl ObjectStorage for Timed {
 
     async fn read(&self, key: &str, range: Range<u64>) -> Result<Bytes, StorageError> {
         self.within("read", key, self.inner.read(key, range)).await
+    }
+
+    async fn read_suffix(&self, key: &str, len: u64) -> Result<Suffix, StorageError> {
+        self.within("read", key, self.inner.read_suffix(key, len))
+            .await
     }
 
     async fn list(&self, prefix: &str) -> Result<Vec<ObjectMeta>, StorageError> {

@@ -137,7 +137,7 @@ impl Wal {
 /// plus the region's footer entry). Counting payload bytes alone let a
 /// region of small entries make an append of more entries than an object
 /// has positions, refused on every retry.
-struct Chunk {
+pub(super) struct Chunk {
     region: RegionId,
     limit: u64,
     entries: Vec<(RegionId, Bytes)>,
@@ -145,7 +145,7 @@ struct Chunk {
 }
 
 impl Chunk {
-    fn new(region: RegionId, limit: u64) -> Self {
+    pub(super) fn new(region: RegionId, limit: u64) -> Self {
         Chunk {
             region,
             limit,
@@ -154,25 +154,25 @@ impl Chunk {
         }
     }
 
-    fn is_empty(&self) -> bool {
+    pub(super) fn is_empty(&self) -> bool {
         self.entries.is_empty()
     }
 
     /// Whether an entry of `data` joins this append (an empty one takes
     /// any entry: an entry larger than an object goes alone).
-    fn takes(&self, data: &Bytes) -> bool {
+    pub(super) fn takes(&self, data: &Bytes) -> bool {
         self.entries.is_empty()
             || ((self.entries.len() as u64) < MAX_POSITION
                 && self.framed + framed(data) <= self.limit)
     }
 
-    fn push(&mut self, data: Bytes) {
+    pub(super) fn push(&mut self, data: Bytes) {
         self.framed += framed(&data);
         self.entries.push((self.region, data));
     }
 
     /// The entries, leaving the chunk empty.
-    fn take(&mut self) -> Vec<(RegionId, Bytes)> {
+    pub(super) fn take(&mut self) -> Vec<(RegionId, Bytes)> {
         self.framed = FOOTER_ENTRY_LEN as u64;
         std::mem::take(&mut self.entries)
     }

@@ -31,6 +31,7 @@ pub mod bench_support;
 pub(crate) mod create;
 pub mod damage;
 mod fence;
+mod follow;
 mod handoff;
 mod open_mode;
 mod policy;
@@ -42,14 +43,17 @@ mod recovery;
 mod replay;
 mod retry;
 mod runtime;
+mod takeover;
 mod traced;
 
 use actor::{Actor, Command, Start};
 use damage::Damage;
+pub use follow::Follower;
 pub use handoff::Imported;
 pub use pressure::FlushRequest;
 use reader::{Holes, ReadContext, SegmentPage, SegmentSource};
 use replay::ReplayPage;
+pub use takeover::{Takeover, TakeoverProgress};
 
 /// One entry of a region.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -605,6 +609,8 @@ pub struct WalReader {
     read: ReadContext,
     orphans: Arc<Vec<u64>>,
     damage: Arc<Damage>,
+    /// How its followers poll.
+    follow: follow::Settings,
 }
 
 impl std::fmt::Debug for WalReader {
@@ -631,6 +637,7 @@ impl WalReader {
     /// | `on_damaged_object` | whether a damaged object fails this open or is left out as holes |
     /// | `on_corrupted_segment` | whether a read skips a corrupted segment (a hole) or fails |
     /// | `replay_concurrency`, `replay_buffer_bytes` | reads in flight and bytes held by `read` and `replay` |
+    /// | `follow_interval`, `follow_max_interval` | how often a [`follow`](Self::follow)er polls |
     ///
     /// The other settings govern writing (batching, acknowledgement,
     /// creates, their retries, collection, flush requests) and do not apply
@@ -647,6 +654,12 @@ impl WalReader {
             catalog: Arc::new(recovered.catalog),
             orphans: Arc::new(recovered.selection.orphans),
             damage: Arc::new(recovered.damage),
+            follow: follow::Settings {
+                interval: config.follow_interval,
+                max_interval: config.follow_max_interval,
+                damage_policy: config.on_damaged_object,
+                listing_concurrency: config.recovery_concurrency,
+            },
             read: ReadContext {
                 metrics,
                 storage,

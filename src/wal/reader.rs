@@ -81,7 +81,8 @@ pub(crate) trait SegmentSource: Send + Sync + 'static {
 pub(crate) struct Holes(Mutex<HashMap<RegionId, Vec<Hole>>>);
 
 impl Holes {
-    fn record(&self, hole: Hole) -> bool {
+    /// Records `hole`; false when it was recorded already.
+    pub(crate) fn record(&self, hole: Hole) -> bool {
         let mut map = self.0.lock().unwrap_or_else(|e| e.into_inner());
         let holes = map.entry(hole.region).or_default();
         if holes.contains(&hole) {

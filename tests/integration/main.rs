@@ -12,6 +12,7 @@ mod crash_gate;
 mod embedding;
 mod engine_scenario;
 mod fencing;
+mod follow;
 mod format_fixtures;
 mod format_robustness;
 mod format_roundtrip;

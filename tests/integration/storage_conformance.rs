@@ -230,6 +230,23 @@ mod checks {
         assert!(e.is_not_found(), "{e}");
     }
 
+    /// A follower's poll (issue 22): the end of an object whose size the
+    /// caller does not know, and the size, in one read; a missing key is
+    /// not-found.
+    pub async fn suffix_reads_learn_the_size(s: Storage) {
+        s.create("p/s", b("0123456789")).await.unwrap();
+        let suffix = s.read_suffix("p/s", 4).await.unwrap();
+        assert_eq!((suffix.data, suffix.size), (b("6789"), 10));
+        let whole = s.read_suffix("p/s", 10).await.unwrap();
+        assert_eq!((whole.data, whole.size), (b("0123456789"), 10));
+        let longer = s.read_suffix("p/s", 4096).await.unwrap();
+        assert_eq!((longer.data, longer.size), (b("0123456789"), 10));
+        let e = s.read_suffix("p/missing", 64).await.unwrap_err();
+        assert!(e.is_not_found(), "{e}");
+        let e = s.read_suffix("p/s", 0).await.unwrap_err();
+        assert!(!e.is_transient() && !e.is_not_found(), "{e}");
+    }
+
     pub async fn listings_are_ordered_isolated_and_sized(s: Storage) {
         assert!(s.list("p/").await.unwrap().is_empty());
         for (k, v) in [
@@ -353,6 +370,7 @@ macro_rules! conformance {
             case!(create_twice_keeps_the_first_bytes);
             case!(concurrent_creates_have_one_winner);
             case!(ranged_reads_check_both_edges);
+            case!(suffix_reads_learn_the_size);
             case!(listings_are_ordered_isolated_and_sized);
             case!(deletes_are_idempotent);
             case!(long_and_unusual_keys_work);

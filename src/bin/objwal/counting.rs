@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
-use objwal::{Created, ObjectMeta, ObjectStorage, Storage, StorageError};
+use objwal::{Created, ObjectMeta, ObjectStorage, Storage, StorageError, Suffix};
 
 /// Request counts, shared by the wrapper and the bench.
 #[derive(Debug, Default)]
@@ -165,6 +165,12 @@ impl ObjectStorage for Counting {
         self.counters.reads.fetch_add(1, Ordering::Relaxed);
         delay(self.latency.get).await;
         self.inner.read(key, range).await
+    }
+
+    async fn read_suffix(&self, key: &str, len: u64) -> Result<Suffix, StorageError> {
+        self.counters.reads.fetch_add(1, Ordering::Relaxed);
+        delay(self.latency.get).await;
+        self.inner.read_suffix(key, len).await
     }
 
     async fn list(&self, prefix: &str) -> Result<Vec<ObjectMeta>, StorageError> {

@@ -151,7 +151,7 @@ async fn write_entries(reader: &WalReader, args: &DumpArgs) -> Result<(), Output
 }
 
 /// A payload on one line: escaped text, or hex of its first bytes.
-fn show(data: &[u8]) -> String {
+pub fn show(data: &[u8]) -> String {
     match std::str::from_utf8(data) {
         Ok(text) => {
             let shown: String = text.chars().take(TEXT_PREFIX).collect();

@@ -1,5 +1,5 @@
 //! The `objwal` command line tool: `demo`, `inspect`, `verify`, `dump`,
-//! `bench` and `repair` over any storage URL (`file://`, `memory://`,
+//! `tail`, `bench` and `repair` over any storage URL (`file://`, `memory://`,
 //! `s3://`, `gs://`, `azblob://`).
 //!
 //! Exit codes: 0 success; 1 a failure the tool found (a replay mismatch,
@@ -26,6 +26,7 @@ macro_rules! out {
 }
 
 mod bench;
+mod bench_follow;
 mod bench_replay;
 mod bench_report;
 mod counting;
@@ -44,6 +45,7 @@ mod repair;
 #[cfg(feature = "testing")]
 mod soak;
 mod store;
+mod tail;
 mod verify;
 
 /// objwal: a write-ahead log on object storage.
@@ -82,12 +84,16 @@ enum Command {
         override_usage = "objwal dump <URL> --region <REGION> [--from <ID>] [--raw] [--prefix <PREFIX>]"
     )]
     Dump(dump::DumpArgs),
+    /// The entries of one region as they land, until Ctrl-C (read-only).
+    Tail(tail::TailArgs),
     /// The write path under load: throughput, latency, objects, requests.
     Bench(bench::BenchArgs),
     /// Moves damaged objects aside under <prefix>/quarantine/ (with --yes).
     Repair(repair::RepairArgs),
     /// Restart at scale: bulk replay vs per-region reads, open, pinning.
     BenchReplay(bench_replay::BenchReplayArgs),
+    /// Following: lag, idle requests, handoff pause with and without.
+    BenchFollow(bench_follow::BenchFollowArgs),
     /// Kills a workload again and again on one prefix; checks every reopen.
     CrashGate(crash_gate::CrashGateArgs),
     /// Mixed load with injected faults; checks memory, fds and tasks (feature "testing").
@@ -172,9 +178,11 @@ fn main() -> ExitCode {
             Command::Inspect(args) => inspect::run(&prefix, args).await,
             Command::Verify(args) => verify::run(&prefix, args).await,
             Command::Dump(args) => dump::run(&prefix, args).await,
+            Command::Tail(args) => tail::run(&prefix, args).await,
             Command::Bench(args) => bench::run(&prefix, args).await,
             Command::Repair(args) => repair::run(&prefix, args).await,
             Command::BenchReplay(args) => bench_replay::run(&prefix, args).await,
+            Command::BenchFollow(args) => bench_follow::run(&prefix, args).await,
             Command::CrashGate(args) => crash_gate::run(&prefix, cli.verbose, args).await,
             #[cfg(feature = "testing")]
             Command::Soak(args) => soak::run(&prefix, args).await,

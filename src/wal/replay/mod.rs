@@ -82,6 +82,17 @@ impl Wal {
     }
 }
 
+/// A bulk replay of `wanted` (sorted by region, one start each) from
+/// `source`: what a follower's backfill reads.
+pub(crate) fn stream(
+    source: Arc<dyn super::reader::SegmentSource>,
+    ctx: super::reader::ReadContext,
+    wanted: Arc<[(RegionId, EntryId)]>,
+    damage: &super::damage::Damage,
+) -> impl Stream<Item = Result<Entry, Error>> + Send + 'static {
+    engine::Replay::new(source, ctx, wanted, damage)
+}
+
 impl WalReader {
     /// The entries of many regions in one stream, as [`Wal::replay`] gives
     /// them (released regions read as empty; a reader knows no engine

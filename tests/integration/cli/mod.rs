@@ -3,7 +3,8 @@
 //! input, and reaching S3. Each test runs the built binary as a process.
 //! Submodules: `bench`, `damage` (repair, a deleted object), `edges` (a
 //! wrong prefix, a file for a directory, a junk file), `metrics` (the demo
-//! twice on one store, and scraped while it runs).
+//! twice on one store, and scraped while it runs), `tail` (following a
+//! region as it lands, stopped by SIGINT).
 
 use std::path::Path;
 use std::process::{Command, Output};
@@ -70,6 +71,7 @@ fn the_demo_survives_a_kill_in_durable_mode() {
         "open time:",
         "verdict:      OK",
         "handoff:      region 1 moved from node A to node B",
+        "following:    region 2 moved while node A wrote it",
     ] {
         assert!(out.contains(line), "{line:?} missing from:\n{out}");
     }
@@ -301,3 +303,4 @@ mod bench;
 mod damage;
 mod edges;
 mod metrics;
+mod tail;

@@ -1,0 +1,143 @@
+//! `objwal tail URL --region R [--from ID] [--raw]`: the entries of one
+//! region as they land, through a [`objwal::Follower`] (nothing written;
+//! the writer is never fenced), in `dump`'s format, until Ctrl-C.
+//!
+//! Without `--from` it shows the entries that land after it started; with
+//! `--from ID` it first shows the region's entries from `ID` (as `dump
+//! --from ID` would), then goes on. It says on stderr when it follows
+//! (`following region R ...`), so a script knows when an append will
+//! show. `--raw` writes `dump --raw`'s binary frames (`id: u64 LE | length:
+//! u32 LE | payload`), each flushed as it lands; it refuses a terminal.
+//!
+//! It stops with exit 0 on SIGINT (Ctrl-C), printing (in text mode) a
+//! summary line, and when the region is released (saying so on stderr).
+//! Holes (entries it could not show) are named on stderr as it finds them
+//! and in a last line; a failure of the follower is exit 1.
+
+use std::io::{IsTerminal, Write};
+
+use futures::StreamExt;
+use objwal::{Config, DamagePolicy, Entry, Error, WalReader};
+
+use crate::dump::show;
+use crate::{store, CliError, CliResult};
+use objwal::id::Dotted;
+
+/// Arguments of `objwal tail`.
+#[derive(Debug, clap::Args)]
+pub struct TailArgs {
+    /// The store URL (file:///path, s3://bucket/root?..., ...).
+    url: String,
+    /// The region to follow.
+    #[arg(long)]
+    region: u64,
+    /// Show the region's entries from this id first (SEQUENCE.POSITION or
+    /// a plain integer), as `dump --from` would; without it, only entries
+    /// that land after the command started.
+    #[arg(long)]
+    from: Option<objwal::id::Dotted>,
+    /// Write binary frames (id u64 LE, length u32 LE, payload) to stdout
+    /// instead of lines.
+    #[arg(long)]
+    raw: bool,
+}
+
+/// Runs `tail`.
+pub async fn run(prefix: &str, args: TailArgs) -> CliResult {
+    let parsed = store::prefix(prefix)?;
+    if args.raw && std::io::stdout().is_terminal() {
+        return Err(CliError::Usage(
+            "--raw writes binary frames; redirect stdout to a file or a pipe".into(),
+        ));
+    }
+    let storage = store::open(&args.url, true)?;
+    store::objects(&storage, &parsed, &args.url).await?;
+    let config = Config {
+        on_damaged_object: DamagePolicy::Quarantine,
+        ..store::base()
+    };
+    let reader = WalReader::open(storage, prefix, config).await?;
+    let region = args.region;
+    let start = match args.from {
+        Some(from) => from.0.saturating_sub(1),
+        None => reader
+            .latest_entry_id(region)
+            .max(reader.released_through(region)),
+    };
+    let mut follower = reader.follow([(region, start)]);
+    eprintln!(
+        "objwal tail: following region {region} of prefix {prefix} above {} (Ctrl-C stops)",
+        Dotted(start)
+    );
+    let mut interrupted = std::pin::pin!(tokio::signal::ctrl_c());
+    let (mut count, mut bytes, mut holes) = (0u64, 0u64, 0usize);
+    loop {
+        let item = tokio::select! {
+            _ = &mut interrupted => break,
+            item = follower.next() => item,
+        };
+        match item {
+            Some(Ok(entry)) => {
+                count += 1;
+                bytes += entry.data.len() as u64;
+                match write(&entry, args.raw) {
+                    Ok(()) => {}
+                    // A closed pipe (`objwal tail ... | head`) ends the output.
+                    Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => return Ok(()),
+                    Err(e) => return Err(CliError::Failed(format!("cannot write: {e}"))),
+                }
+            }
+            Some(Err(Error::RegionReleased { .. })) => {
+                eprintln!("objwal tail: region {region} was released");
+                break;
+            }
+            Some(Err(e)) => return Err(e.into()),
+            None => break,
+        }
+        let found = follower.holes(region);
+        for hole in found.iter().skip(holes) {
+            eprintln!(
+                "objwal tail: region {region} misses ids {}..{} ({}): a hole",
+                Dotted(hole.first_id),
+                Dotted(hole.last_id),
+                hole.key
+            );
+        }
+        holes = found.len();
+    }
+    if !args.raw {
+        let mut out = std::io::stdout().lock();
+        let _ = writeln!(
+            out,
+            "region {region}: {count} entries, {bytes} bytes above {}",
+            Dotted(start)
+        );
+        let _ = out.flush();
+    }
+    if holes > 0 {
+        eprintln!("objwal tail: region {region} has {holes} holes");
+    }
+    Ok(())
+}
+
+/// Writes one entry as `dump` does, and flushes it: it shows as it lands.
+fn write(entry: &Entry, raw: bool) -> std::io::Result<()> {
+    let mut out = std::io::stdout().lock();
+    if raw {
+        let len = u32::try_from(entry.data.len())
+            .map_err(|_| std::io::Error::other("an entry longer than 4 GiB"))?;
+        out.write_all(&entry.id.to_le_bytes())?;
+        out.write_all(&len.to_le_bytes())?;
+        out.write_all(&entry.data)?;
+    } else {
+        writeln!(
+            out,
+            "{} ({}) {} bytes: {}",
+            entry.id,
+            Dotted(entry.id),
+            entry.data.len(),
+            show(&entry.data)
+        )?;
+    }
+    out.flush()
+}
