@@ -82,6 +82,8 @@ pub struct Driver {
     pub(super) source: Option<super::surface::Source>,
     /// Imports that failed: repeated once the faults are cleared.
     pub(super) imports_to_repeat: BTreeSet<RegionId>,
+    /// The follower of the prefix, once a step opened one.
+    pub(super) following: Option<super::following::Following>,
     /// Releases on the other log after an import under faults: repeated
     /// once the faults are cleared.
     pub(super) source_releases_to_repeat: BTreeSet<RegionId>,
@@ -175,6 +177,7 @@ impl Driver {
             source: None,
             imports_to_repeat: BTreeSet::new(),
             source_releases_to_repeat: BTreeSet::new(),
+            following: None,
             handles: Vec::new(),
             stopped: None,
             model: Model::new(mode == AckMode::Enqueued),
@@ -346,7 +349,7 @@ impl Driver {
             Step::Faulty { fault, ops } => {
                 self.model.corruption |= matches!(fault, Fault::CorruptRead { .. });
                 self.stats.bump(&format!("fault {}", fault.name()), 1);
-                fault.arm(&self.faulty, self.settings.request_timeout_ms.is_some());
+                fault.arm(&self.faulty, self.config.request_timeout.is_some());
                 for op in ops {
                     self.op(op, true).await?;
                 }
@@ -469,7 +472,14 @@ impl Driver {
             Op::Reader { from } => self.reader(from, faulty).await,
             Op::SourceAppend { region, n } => self.source_append(*region, *n, faulty).await,
             Op::Import { region } => self.import(*region, faulty).await,
-            Op::Damage { pick, delete } => self.damage(*pick, *delete).await,
+            Op::Damage { pick, delete } => {
+                // A follower waiting at the damaged object may fail or
+                // report holes: it is let go.
+                self.following = None;
+                self.damage(*pick, *delete).await
+            }
+            Op::Follow { from } => self.follow(from, faulty).await,
+            Op::CatchUp => self.catch_up(faulty).await,
         }
     }
 

@@ -62,6 +62,7 @@ use objwal::AckMode;
 use proptest::test_runner::{Config, RngAlgorithm, TestCaseError, TestError, TestRng, TestRunner};
 
 mod driver;
+mod following;
 mod held;
 mod reference;
 mod steps;
@@ -72,7 +73,7 @@ use driver::{Driver, Stats};
 use steps::{Op, Settings, Step};
 
 /// Cases per ack mode in CI.
-const CI_CASES: u32 = 64;
+const CI_CASES: u32 = 1024;
 /// The longest case, in steps.
 const MAX_STEPS: usize = 40;
 

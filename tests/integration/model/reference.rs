@@ -97,6 +97,10 @@ pub struct Model {
     import_copies: HashMap<Key, (RegionId, Option<u64>)>,
     /// Objects this life's open left out as damaged (holes may name them).
     quarantined: BTreeSet<u64>,
+    /// Regions a release was ever asked for: their ids are not reused by
+    /// an engine (rfcs/0005), so a follower may end them even after the
+    /// store forgot the release and took appends again.
+    ever_released: BTreeSet<RegionId>,
 }
 
 impl Model {
@@ -118,6 +122,7 @@ impl Model {
             durable_marks: HashMap::new(),
             import_copies: HashMap::new(),
             quarantined: BTreeSet::new(),
+            ever_released: BTreeSet::new(),
         }
     }
 
@@ -142,6 +147,99 @@ impl Model {
             })
             .map(|e| e.region)
             .collect()
+    }
+
+    /// A call that may have handed `obsolete(region, id)` in failed (an
+    /// import raises its floor first): entries through `id` may be hidden
+    /// and collected from now on, but nothing is known durable.
+    pub fn maybe_obsoleted(&mut self, region: RegionId, id: u64) {
+        let slot = self.watermark_ever.entry(region).or_insert(0);
+        *slot = (*slot).max(id);
+    }
+
+    /// The ids of `region`'s promised entries above `above`, unless the
+    /// region is released (at all).
+    pub fn promised_above(&self, region: RegionId, above: u64) -> Vec<u64> {
+        if self.released_at_all(region) {
+            return Vec::new();
+        }
+        self.entries
+            .values()
+            .filter(|e| e.region == region && e.fate == Fate::Promised)
+            .filter_map(|e| e.id)
+            .filter(|id| *id > above)
+            .collect()
+    }
+
+    /// What the model knows of `region`'s release, for messages.
+    pub fn release_state(&self, region: RegionId) -> String {
+        format!(
+            "released {}, releasing {}, maybe released {}, forgotten {}",
+            self.released.contains(&region),
+            self.releasing.contains(&region),
+            self.maybe_released.contains(&region),
+            self.forgotten.contains(&region)
+        )
+    }
+
+    /// Whether a release of `region` was ever asked for.
+    pub fn released_at_all(&self, region: RegionId) -> bool {
+        self.ever_released.contains(&region)
+    }
+
+    /// A follower yielded `entry` of `region`: it must be an entry of this
+    /// log (a gone one too: the follower may have read it before it was
+    /// collected), never a refused one; `Some(key)` unless a tolerated
+    /// import copy.
+    pub fn follower_saw(&self, region: RegionId, entry: &Entry) -> Result<Option<Key>, String> {
+        let key = key_of(&entry.data).ok_or("a short payload")?;
+        if self.import_copy(key, region, entry.id)
+            && self
+                .entries
+                .get(&key)
+                .is_none_or(|e| e.id != Some(entry.id))
+        {
+            return Ok(None);
+        }
+        if self.gone.contains(&key) {
+            return Ok(Some(key));
+        }
+        let e = self.entries.get(&key).ok_or_else(|| {
+            format!(
+                "the follower yielded id {} of region {region}: entry {key}, never appended",
+                entry.id
+            )
+        })?;
+        if e.region != region || e.data != entry.data {
+            return Err(format!(
+                "the follower yielded id {}: bytes differ from entry {key}",
+                entry.id
+            ));
+        }
+        if e.fate == Fate::Refused {
+            return Err(format!(
+                "the follower yielded entry {key}, which was refused"
+            ));
+        }
+        if e.id.is_some_and(|id| id != entry.id) {
+            return Err(format!(
+                "entry {key} has id {:?} but the follower yielded it as {}",
+                e.id, entry.id
+            ));
+        }
+        Ok(Some(key))
+    }
+
+    /// A follower yielded `keys`: durable, on the chain. An admitted entry
+    /// is promised from now on.
+    pub fn followed(&mut self, keys: &[Key]) {
+        for key in keys {
+            if let Some(e) = self.entries.get_mut(key) {
+                if e.fate == Fate::Admitted {
+                    e.fate = Fate::Promised;
+                }
+            }
+        }
     }
 
     /// The largest watermark ever handed in for `region`.
@@ -415,6 +513,7 @@ impl Model {
     /// `release_region(region)` answered: `Ok`, or an error after which
     /// the record is kept (in force in memory, durable maybe).
     pub fn release_answered(&mut self, region: RegionId, ok: bool, kept: bool) {
+        self.ever_released.insert(region);
         if ok {
             self.released.insert(region);
             self.releasing.remove(&region);
@@ -567,7 +666,7 @@ impl Model {
             let Some(id) = e.id else { continue };
             let required = e.region == region
                 && id >= from
-                && id > watermark
+                && id > watermark.max(self.watermark_ever(region))
                 && !self.released_now(region)
                 && (promised_before.contains(key)
                     || matches!(e.fate, Fate::Promised) && sequence_of(id) <= top);

@@ -40,14 +40,19 @@ pub struct Settings {
     pub fail_on_corruption: bool,
     /// `stop_attempts`.
     pub stop_attempts: u32,
-    /// `max_unpersisted_bytes` small (16 KiB): enqueued appends wait.
+    /// `max_batch_bytes` 2 KiB and `max_unpersisted_bytes` 4 KiB: enqueued
+    /// appends wait behind creates.
     pub tight_backlog: bool,
 }
 
 impl Settings {
     /// The store's configuration in `mode`.
     pub fn config(&self, mode: AckMode) -> Config {
-        let max_batch_bytes = self.max_batch_bytes;
+        let max_batch_bytes = if self.tight_backlog {
+            2048
+        } else {
+            self.max_batch_bytes
+        };
         Config {
             flush_interval: Duration::from_millis(self.flush_ms),
             ack_mode: mode,
@@ -61,7 +66,12 @@ impl Settings {
                 _ => EarlySeals::PerSecond(20.0),
             },
             hedge_creates: self.hedge.map_or(HedgeCreates::Off, HedgeCreates::Budget),
-            request_timeout: self.request_timeout_ms.map(Duration::from_millis),
+            // Hedges need a slow create to hedge: with a budget, a
+            // timeout (half of it is the latest a hedge waits) is set too.
+            request_timeout: self
+                .request_timeout_ms
+                .or(self.hedge.map(|_| 500))
+                .map(Duration::from_millis),
             on_damaged_object: if self.quarantine {
                 DamagePolicy::Quarantine
             } else {
@@ -74,7 +84,7 @@ impl Settings {
             },
             stop_attempts: self.stop_attempts,
             max_unpersisted_bytes: if self.tight_backlog {
-                max_batch_bytes.max(16 << 10)
+                4096
             } else {
                 Config::default().max_unpersisted_bytes
             },
@@ -96,7 +106,7 @@ pub fn settings() -> impl Strategy<Value = Settings> {
         prop::bool::weighted(0.3),
         prop::bool::weighted(0.2),
         prop_oneof![3 => Just(5u32), 1 => Just(1), 1 => Just(2)],
-        prop::bool::weighted(0.2),
+        prop::bool::weighted(0.25),
     )
         .prop_map(
             |(
@@ -189,6 +199,12 @@ pub enum Op {
     /// naming it, and after the object is restored everything promised
     /// replays (`surface::Driver::damage`).
     Damage { pick: usize, delete: bool },
+    /// A follower (`WalReader::follow`) of the regions from their points;
+    /// it lives across restarts and fencings until another replaces it.
+    Follow { from: Vec<(u64, From)> },
+    /// A `flush`, then the follower catches up: it must have yielded every
+    /// promised entry of its regions above its start.
+    CatchUp,
 }
 
 /// Which keys a fault rule matches.
@@ -428,6 +444,8 @@ fn op() -> impl Strategy<Value = Op> {
         1 => from_points().prop_map(|from| Op::Reader { from }),
         2 => (region(), 1usize..=4).prop_map(|(region, n)| Op::SourceAppend { region, n }),
         1 => region().prop_map(|region| Op::Import { region }),
+        1 => from_points().prop_map(|from| Op::Follow { from }),
+        2 => Just(Op::CatchUp),
         5 => read(),
         3 => (region(), 0usize..16).prop_map(|(region, pick)| Op::Obsolete { region, pick }),
         3 => wait_durable(),

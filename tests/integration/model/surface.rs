@@ -278,6 +278,12 @@ impl Driver {
             Err(_) if faulty => return Ok(false),
             Err(e) => return Err(format!("a reader of the other log did not open: {e}")),
         };
+        // The floor an import raises first (its `obsolete`), as the call
+        // computes it: a failed import may have applied it.
+        let floor = from_log
+            .latest_entry_id(region)
+            .max(from_log.released_through(region))
+            .max(self.wal(0).latest_entry_id(region));
         let result = within(
             "import_region",
             self.wal(0).import_region(&from_log, region, 0),
@@ -287,6 +293,7 @@ impl Driver {
             Ok(imported) => imported,
             Err(e) => {
                 self.expect_error(Call::Import, &e, faulty, &[region])?;
+                self.model.maybe_obsoleted(region, floor);
                 self.model
                     .import_failed(region, candidates.iter().map(|(k, _, _)| *k));
                 self.stats.bump("imports failed", 1);

@@ -1,0 +1,206 @@
+//! Following (rfcs/0010) in the model: a `Follower` opened on the prefix
+//! lives across the store's restarts, fencings and damage; at a catch-up
+//! it must have yielded, per region, every promised entry above its start
+//! that is not obsolete nor released, in id order, each once, and nothing
+//! the log never held. What it yields is durable: an admitted entry it
+//! yields is promised from then on (it must replay after any crash).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use futures::StreamExt;
+use objwal::{Entry, Error, Follower, RegionId, WalReader};
+
+use super::driver::{within, Driver, PREFIX};
+use super::steps::From;
+
+/// The follower of a case and what it yielded.
+pub struct Following {
+    follower: Follower,
+    /// Per region, its start (entries above it).
+    from: BTreeMap<RegionId, u64>,
+    /// Per region, the entries yielded, in order.
+    seen: BTreeMap<RegionId, Vec<Entry>>,
+    /// Regions whose release the follower reported.
+    ended: BTreeSet<RegionId>,
+}
+
+impl Driver {
+    /// Opens a follower of `from`'s regions (replacing any), through a
+    /// reader of the prefix.
+    pub(super) async fn follow(
+        &mut self,
+        from: &[(u64, From)],
+        faulty: bool,
+    ) -> Result<(), String> {
+        let mut points = BTreeMap::new();
+        for (region, f) in from {
+            points
+                .entry(*region)
+                .or_insert_with(|| self.from(*region, *f));
+        }
+        let opened = within(
+            "WalReader::open for a follower",
+            WalReader::open(self.faulty.storage(), PREFIX, self.config.clone()),
+        )
+        .await?;
+        let reader = match opened {
+            Ok(reader) => reader,
+            Err(_) if faulty => return Ok(()),
+            Err(e) => return Err(format!("a reader for a follower did not open: {e}")),
+        };
+        let follower = reader.follow(points.clone());
+        self.stats.bump("followers opened", 1);
+        self.following = Some(Following {
+            follower,
+            from: points,
+            seen: BTreeMap::new(),
+            ended: BTreeSet::new(),
+        });
+        Ok(())
+    }
+
+    /// Lets the follower catch up with what is durable (after a `flush`),
+    /// then checks what it yielded.
+    pub(super) async fn catch_up(&mut self, faulty: bool) -> Result<(), String> {
+        if self.following.is_none() {
+            return Ok(());
+        }
+        if self.stopped.is_none() && !faulty {
+            let (_, admitted) = self.model.snapshot();
+            if within("flush before a catch-up", self.wal(0).flush())
+                .await?
+                .is_ok()
+            {
+                self.model.flushed(&admitted);
+            }
+        }
+        let required = self.required_for_follower();
+        let Some(following) = self.following.as_mut() else {
+            return Ok(());
+        };
+        // Poll until every required entry came, or 20 s of virtual time
+        // (200 follow intervals) passed.
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+        let mut failure = None;
+        loop {
+            let done = required.iter().all(|(region, ids)| {
+                following.ended.contains(region)
+                    || ids.iter().all(|id| {
+                        following
+                            .seen
+                            .get(region)
+                            .is_some_and(|s| s.iter().any(|e| e.id == *id))
+                            || following
+                                .follower
+                                .holes(*region)
+                                .iter()
+                                .any(|h| h.first_id <= *id && *id <= h.last_id)
+                    })
+            });
+            if done || tokio::time::Instant::now() >= deadline {
+                break;
+            }
+            match tokio::time::timeout(Duration::from_millis(500), following.follower.next()).await
+            {
+                Err(_) => {}
+                Ok(None) => break,
+                Ok(Some(Ok(entry))) => following.seen.entry(entry.region).or_default().push(entry),
+                Ok(Some(Err(Error::RegionReleased { region }))) => {
+                    following.ended.insert(region);
+                }
+                Ok(Some(Err(e))) => {
+                    failure = Some(e);
+                    break;
+                }
+            }
+        }
+        if let Some(e) = failure {
+            self.following = None;
+            return if faulty || self.model.corruption {
+                Ok(())
+            } else {
+                Err(format!("the follower failed with no fault armed: {e}"))
+            };
+        }
+        self.stats.bump("follower catch-ups", 1);
+        self.check_followed(&required, faulty)
+    }
+
+    /// Per followed region, the ids the follower must yield: promised,
+    /// above its start, not obsolete, the region not released.
+    fn required_for_follower(&self) -> BTreeMap<RegionId, Vec<u64>> {
+        let Some(following) = self.following.as_ref() else {
+            return BTreeMap::new();
+        };
+        following
+            .from
+            .iter()
+            .map(|(region, from)| {
+                (
+                    *region,
+                    self.model
+                        .promised_above(*region, (*from).max(self.model.watermark_ever(*region))),
+                )
+            })
+            .collect()
+    }
+
+    fn check_followed(
+        &mut self,
+        required: &BTreeMap<RegionId, Vec<u64>>,
+        faulty: bool,
+    ) -> Result<(), String> {
+        let Some(following) = self.following.as_ref() else {
+            return Ok(());
+        };
+        let mut yielded = 0;
+        let mut durable = Vec::new();
+        for (region, from) in &following.from {
+            let seen = following.seen.get(region).map_or(&[][..], Vec::as_slice);
+            yielded += seen.len();
+            let mut last = *from;
+            let mut keys = BTreeSet::new();
+            for entry in seen {
+                if entry.id <= last || entry.region != *region {
+                    return Err(format!(
+                        "the follower yielded id {} of region {} after {last} (region {region})",
+                        entry.id, entry.region
+                    ));
+                }
+                last = entry.id;
+                let key = self.model.follower_saw(*region, entry)?;
+                if let Some(key) = key {
+                    if !keys.insert(key) {
+                        return Err(format!("the follower yielded entry {key} twice"));
+                    }
+                    durable.push(key);
+                }
+            }
+            if following.ended.contains(region) && !self.model.released_at_all(*region) {
+                return Err(format!(
+                    "the follower ended region {region}, which is not released ({})",
+                    self.model.release_state(*region)
+                ));
+            }
+            if faulty || self.model.released_at_all(*region) {
+                continue;
+            }
+            let holes = following.follower.holes(*region);
+            for id in required.get(region).into_iter().flatten() {
+                let shown = seen.iter().any(|e| e.id == *id);
+                let skipped = holes.iter().any(|h| h.first_id <= *id && *id <= h.last_id);
+                if !shown && !skipped && self.stopped.is_none() {
+                    return Err(format!(
+                        "the follower of region {region} (from {from}) never yielded promised id {id}; it yielded {:?}",
+                        seen.iter().map(|e| e.id).collect::<Vec<_>>()
+                    ));
+                }
+            }
+        }
+        self.stats.bump("entries followed", yielded as u64);
+        // What a follower yields is durable and on the chain.
+        self.model.followed(&durable);
+        Ok(())
+    }
+}
