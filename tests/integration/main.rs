@@ -11,6 +11,7 @@ mod compatibility_logs;
 mod crash_gate;
 mod embedding;
 mod engine_scenario;
+mod examples;
 mod fencing;
 mod follow;
 mod format_fixtures;
