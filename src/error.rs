@@ -165,6 +165,31 @@ pub enum Error {
         reason: Arc<str>,
     },
 
+    /// `Wal::import_region` met entries of the region that the other log's
+    /// reader could not read (a [`Hole`](crate::Hole): a segment that
+    /// failed its check twice, or a damaged object its open left out), so
+    /// it did not finish: an import never copies around a hole, because
+    /// the other node releases the region afterwards and what the import
+    /// skipped would be gone. What it appended is hidden by the floor of
+    /// the next import. A read damaged in transit clears when the import is
+    /// repeated with a newly opened reader; a damaged object needs
+    /// `objwal repair` on the other log first.
+    #[error(
+        "region {region} was not imported whole: entries {first_id}..={last_id} in object {key} \
+         could not be read on the other log; repeat with a newly opened reader, or repair that \
+         object first if it is damaged"
+    )]
+    Incomplete {
+        /// The region being imported.
+        region: RegionId,
+        /// The object holding the entries that could not be read.
+        key: String,
+        /// The first id that could not be read.
+        first_id: crate::EntryId,
+        /// The last id that could not be read.
+        last_id: crate::EntryId,
+    },
+
     /// A batch was not made durable for a reason that may pass (a failed
     /// create in durable mode, an earlier-epoch object at its sequence).
     #[error("the batch was not made durable, retry: {reason}")]
@@ -207,7 +232,8 @@ impl Error {
     /// Whether the same request may succeed if repeated later.
     pub fn is_retryable(&self) -> bool {
         match self {
-            Error::Failing { .. } | Error::NotDurable { .. } => true,
+            // A repeat with a new reader clears a read damaged in transit.
+            Error::Failing { .. } | Error::NotDurable { .. } | Error::Incomplete { .. } => true,
             Error::Storage { source } => source.is_transient(),
             Error::Stopped { .. }
             | Error::Poisoned { .. }

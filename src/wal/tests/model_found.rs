@@ -185,3 +185,42 @@ async fn an_import_whose_floor_is_in_the_open_batch_gets_ids_above_it() {
     assert!(imported.first_id > imported.floor, "{imported:?}");
     node_b.stop().await.unwrap();
 }
+
+/// A segment of the other log corrupted in transit on both of the reader's
+/// fetches became a hole, and the import answered `Ok` without its
+/// entries; the other node then releases the region and they are gone.
+/// An import now fails on a hole and a repeat with a new reader copies all.
+#[tokio::test(start_paused = true)]
+async fn an_import_that_meets_a_hole_fails_instead_of_copying_around_it() {
+    let inner = Storage::new(MemoryStorage::new());
+    let a = Wal::open(inner.clone(), "node-a", config()).await.unwrap();
+    let theirs = a.append(vec![(5, b("e1")), (5, b("e2"))]).await.unwrap();
+    a.stop().await.unwrap();
+    let faulty = crate::storage::fault::FaultyStorage::new(inner.clone());
+    let node_b = Wal::open(inner.clone(), "node-b", config()).await.unwrap();
+
+    let reader = crate::WalReader::open(faulty.storage(), "node-a", config())
+        .await
+        .unwrap();
+    faulty.corrupt_next_reads("node-a/objects/", 2);
+    let err = within(node_b.import_region(&reader, 5, 0))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, Error::Incomplete { region: 5, first_id, .. } if first_id == theirs[0]),
+        "{err}"
+    );
+    assert!(err.is_retryable());
+
+    let reader = crate::WalReader::open(inner, "node-a", config())
+        .await
+        .unwrap();
+    let imported = within(node_b.import_region(&reader, 5, 0)).await.unwrap();
+    assert_eq!(imported.entries, 2);
+    let got = try_read(&node_b, 5, imported.floor + 1).await.unwrap();
+    assert_eq!(
+        got.iter().map(|e| e.data.clone()).collect::<Vec<_>>(),
+        vec![b("e1"), b("e2")]
+    );
+    node_b.stop().await.unwrap();
+}
