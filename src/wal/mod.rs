@@ -672,7 +672,7 @@ impl WalReader {
     /// A reader knows no engine watermarks, so `watermark` is the
     /// released-through id of released regions and 0 otherwise.
     pub fn regions(&self) -> Vec<RegionInfo> {
-        self.catalog.region_infos(&HashMap::new(), &HashMap::new())
+        self.catalog.region_infos([])
     }
 
     /// The indexed objects, by sequence.

@@ -294,8 +294,18 @@ impl Actor {
         let hedge_budget = config
             .hedge_creates
             .budget(launch.storage.charges_per_request());
-        let boundary = launch.catalog.tip().map_or(0, |t| t.reclaim_boundary);
-        let collected = launch.catalog.objects().next().map_or(0, |o| o.sequence);
+        let mut catalog = launch.catalog;
+        // The engine handed the durable flush marks in before the restart:
+        // they are its watermarks until it hands in newer ones.
+        let marked: Vec<_> = catalog.marked().collect();
+        for (region, mark) in marked {
+            catalog.set_watermark(region, mark);
+        }
+        if config.max_pinned_objects > 0 {
+            catalog.track_changes();
+        }
+        let boundary = catalog.tip().map_or(0, |t| t.reclaim_boundary);
+        let collected = catalog.objects().next().map_or(0, |o| o.sequence);
         debug_assert!(config.max_inflight_creates as u64 <= super::protocol::WINDOW);
         Actor {
             policy: SealPolicy::new(config.max_batch_bytes, config.flush_interval, budget),
@@ -306,8 +316,8 @@ impl Actor {
             metrics,
             ledger: ledger::Ledger::new(shared.clone()),
             shared,
-            regions: regions::Regions::recovered(&launch.catalog),
-            catalog: launch.catalog,
+            regions: regions::Regions::recovered(&catalog),
+            catalog,
             open: None,
             seal_at: None,
             next_sequence: launch.next_sequence,
@@ -396,8 +406,7 @@ impl Actor {
             }
             Command::Stop { reply } => self.on_stop(reply),
             Command::Regions { reply } => {
-                let (watermarks, released) = self.regions.tables();
-                let _ = reply.send(Ok(self.catalog.region_infos(watermarks, released)));
+                let _ = reply.send(Ok(self.catalog.region_infos(self.regions.released())));
             }
             Command::Pinning { reply } => {
                 let _ = reply.send(self.on_pinning());
@@ -451,6 +460,14 @@ impl Actor {
             pass.abort();
         }
         tracing::debug!(prefix = %self.prefix, "every handle dropped; the actor ends");
+    }
+
+    /// Entries of `region` at or below this are hidden from reads: the
+    /// higher of the engine's watermark and the region's release.
+    fn hidden_through(&self, region: RegionId) -> EntryId {
+        self.catalog
+            .watermark(region)
+            .max(self.regions.released_through(region))
     }
 
     /// Payload bytes admitted but not yet durable.

@@ -168,12 +168,10 @@ impl Actor {
             let slot = sealed.entry(*region).or_insert(0);
             *slot = (*slot).max(*through);
         }
-        let regions = &self.regions;
-        let live = self.catalog.first_live_sequence(|region| {
-            regions
-                .watermark(region)
-                .max(sealed.get(&region).copied().unwrap_or(0))
-        });
+        // The catalog's live index knows the engine's watermarks and the
+        // indexed records; the records sealed since only raise a few
+        // regions' (rfcs/0005, "The reclaim boundary at scale").
+        let live = self.catalog.first_live(&sealed);
         let pending = self.pipeline.front().map(|s| s.sequence);
         [live, pending, Some(sequence)]
             .into_iter()
