@@ -141,6 +141,7 @@ impl Actor {
             self.open = Some(Open {
                 batch: OpenBatch::new(self.next_sequence, now),
                 waiters: Vec::new(),
+                gathered: false,
             });
             self.next_sequence += 1;
         }

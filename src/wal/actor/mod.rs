@@ -191,6 +191,9 @@ impl Waiter {
 pub(crate) struct Open {
     batch: OpenBatch,
     waiters: Vec<Waiter>,
+    /// Whether an early seal gathered the commands queued behind it already
+    /// (group commit, once per batch).
+    gathered: bool,
 }
 
 /// An append held back by the backlog bounds (enqueued mode).
@@ -342,7 +345,7 @@ impl Actor {
     pub(crate) async fn run(mut self, rx: flume::Receiver<Command>) {
         self.maybe_collect();
         loop {
-            self.progress();
+            self.progress(&rx);
             if self.stop_is_complete() {
                 let result = self.finish_stop();
                 drop(self);
@@ -427,13 +430,13 @@ impl Actor {
 
     /// After every event: start what may start, then let the policy seal
     /// (and start again for what it sealed).
-    fn progress(&mut self) {
+    fn progress(&mut self, rx: &flume::Receiver<Command>) {
         loop {
             if self.poisoned.is_some() {
                 return;
             }
             self.start_creates();
-            if !self.apply_policy() {
+            if !self.apply_policy(rx) {
                 break;
             }
         }
