@@ -77,13 +77,17 @@ impl IndexedObject {
         releases: Vec<ReleaseRecord>,
     ) -> Self {
         let header = tail.header();
+        // Exactly as many as there are: a catalog of many regions holds
+        // these for every object it indexes.
+        let mut segments = Vec::with_capacity(tail.region_segments().count());
+        segments.extend(tail.region_segments().copied());
         IndexedObject {
             sequence: header.sequence,
             epoch: header.epoch,
             link: header.link,
             reclaim_boundary: header.reclaim_boundary,
             size,
-            segments: tail.region_segments().copied().collect(),
+            segments,
             marks,
             releases,
         }
