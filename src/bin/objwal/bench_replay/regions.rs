@@ -47,6 +47,10 @@ pub struct RegionsArgs {
     runs: u32,
 }
 
+/// One run: the large log's open, the small log's, and the bytes per idle
+/// region between them.
+type Run = (Opened, Opened, Option<f64>);
+
 /// One open's figures.
 #[derive(Debug, Clone, Copy)]
 struct Opened {
@@ -114,8 +118,7 @@ async fn measure(storage: &Storage, url: &str, prefix: &str, args: &RegionsArgs)
         );
         runs.push((l, s, per_region));
     }
-    let m =
-        |f: &dyn Fn(&(Opened, Opened, Option<f64>)) -> f64| median(runs.iter().map(f).collect());
+    let m = |f: &dyn Fn(&Run) -> f64| median(runs.iter().map(f).collect());
     out!("medians over {} run(s):", runs.len());
     out!(
         "  open time: {:.1} ms with {} regions, {:.1} ms with {} ({:.2}x; {:.2} us per region)",
