@@ -259,8 +259,16 @@ impl Catalog {
                     segment.region, segment.first_id, segment.last_id
                 ));
             }
-            let last_id = self.last_id(segment.region);
-            if segment.first_id <= last_id {
+            // The region's segments so far lie in objects below this one
+            // (C1), whose ids are all below this object's: checking the
+            // region's last object is checking its last id, without
+            // finding that object.
+            let last = self
+                .regions
+                .get(&segment.region)
+                .and_then(|r| r.seqs.as_slice().last().copied());
+            if last.is_some_and(|l| l >= object.sequence) {
+                let last_id = self.last_id(segment.region);
                 return refuse(format!(
                     "segment of region {} starts at id {} at or below the region's last id {last_id} (C3)",
                     segment.region, segment.first_id

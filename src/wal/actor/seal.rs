@@ -112,7 +112,7 @@ impl Actor {
         let entries = batch.entries;
         let payload_bytes = batch.payload_bytes;
         let opened_at = batch.opened_at;
-        let last_ids: Vec<_> = batch.last_ids().collect();
+        let last_ids = batch.last_ids();
         let releases = batch.releases.clone();
         let marks = batch.mark_records();
         let jump = batch.jump.is_some();
