@@ -1,7 +1,8 @@
 //! The catalog's operations on the actor's loop: indexing an object
 //! (`insert`, once per acknowledged object), finding a region's segments
-//! (`segments_from`, once per page of a read) and the reclaim boundary's
-//! query (`first_live_sequence`, once per sealed object), at a few catalog
+//! (`segments_from`, once per page of a read), the reclaim boundary's
+//! query (`first_live`, once per sealed object) and a watermark moving
+//! (`set_watermark`, once per `obsolete`), at a few catalog
 //! sizes, so it shows which of them grows with the catalog.
 
 #![allow(
@@ -76,10 +77,24 @@ fn operations(c: &mut Criterion) {
             let from = format::entry_id(objects / 2, 1);
             b.iter(|| full.segments_from(std::hint::black_box(1), from, 16))
         });
-        group.bench_function(BenchmarkId::new("first_live_sequence", &label), |b| {
-            // Every region flushed through the middle of the log.
-            let watermark = format::entry_id(objects / 2, 125);
-            b.iter(|| full.first_live_sequence(|_| watermark))
+        // Every region flushed through the middle of the log.
+        let watermark = format::entry_id(objects / 2, 125);
+        let mut flushed = full.clone();
+        for region in 1..=regions {
+            flushed.set_watermark(region, watermark);
+        }
+        group.bench_function(BenchmarkId::new("first_live", &label), |b| {
+            let raised = std::collections::BTreeMap::new();
+            b.iter(|| flushed.first_live(std::hint::black_box(&raised)))
+        });
+        group.bench_function(BenchmarkId::new("set_watermark", &label), |b| {
+            // One region flushed one object further (the index moves it).
+            let mut c = flushed.clone();
+            let mut next = watermark;
+            b.iter(|| {
+                next += 1 << 20;
+                c.set_watermark(std::hint::black_box(1), next);
+            })
         });
     }
     group.finish();

@@ -167,6 +167,9 @@
 //!   when its record rides in that object or one below it on its run.
 //! - **G6** a release that returned `Ok` is in a durable indexed object; a
 //!   release record dropped after stop began makes `stop` fail.
+//! - **G7** the catalog's live index (each region's first live object,
+//!   kept as segments, watermarks and records change) answers what a scan
+//!   of every region answers; checked after every change in debug builds.
 //!
 //! Fencing (RFC 0006): the object's key is the fence.
 //! - **K1 resolved keys**: a writer never abandons a key of its run; a

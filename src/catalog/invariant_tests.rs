@@ -18,11 +18,30 @@ fn two_objects() -> Catalog {
 #[test]
 fn check_invariants_finds_a_region_index_that_disagrees_with_the_objects() {
     let mut c = two_objects();
-    c.regions.get_mut(&1).unwrap().remove(&2);
+    c.regions.get_mut(&1).unwrap().seqs = live::Seqs::One(1);
     assert!(c.check_invariants().is_err());
 
     let mut c = two_objects();
-    c.regions.entry(9).or_default().insert(2, segment(9, 2, 1));
+    c.regions.entry(9).or_default().seqs.push(2);
+    assert!(c.check_invariants().is_err());
+}
+
+#[test]
+fn check_invariants_finds_a_live_index_that_disagrees_with_the_segments() {
+    // A first live object that is not the region's.
+    let mut c = two_objects();
+    c.regions.get_mut(&1).unwrap().first_live = 2;
+    assert!(c.check_invariants().is_err());
+
+    // The index missing a live region.
+    let mut c = two_objects();
+    c.firsts.remove(&(1, 2));
+    let err = c.check_invariants().unwrap_err();
+    assert!(err.reason.contains("disagrees"), "{err}");
+
+    // A watermark set behind the index's back.
+    let mut c = two_objects();
+    c.regions.get_mut(&1).unwrap().watermark = format::entry_id(2, 2);
     assert!(c.check_invariants().is_err());
 }
 
@@ -35,7 +54,7 @@ fn check_invariants_finds_wrong_byte_counts_and_release_marks() {
     assert!(err.reason.contains("disagrees"), "{err}");
 
     let mut c = two_objects();
-    c.released.insert(5, 1);
+    c.released.learn(5, 1, 2);
     assert!(c.check_invariants().is_err());
 }
 
@@ -44,7 +63,7 @@ fn check_invariants_finds_an_object_that_breaks_an_insertion_rule() {
     let mut c = two_objects();
     let mut bad = object(3, &[1]);
     bad.segments[0] = segment(1, 2, 1); // ids of sequence 2 in object 3 (C3)
-    c.objects.insert(3, bad);
+    c.objects.push_back(bad);
     let err = c.check_invariants().unwrap_err();
     assert_eq!(err.sequence, 3);
     assert!(err.reason.contains("C3"), "{err}");

@@ -12,22 +12,36 @@
 //!   segment only as its last segment.
 //! - C3: every entry id of a segment belongs to its object's sequence, and a
 //!   region's segments hold strictly increasing, non-overlapping id ranges.
+//!
+//! Beside the objects it keeps, per region, where its segments are and its
+//! first live object, maintained on every change (L1 to L3 in `live.rs`),
+//! so that the reclaim boundary ([`Catalog::first_live`]), the objects held
+//! from collection and a region's lookups cost what one region costs, not
+//! what all regions cost (issue 23; rfcs/0005, "The reclaim boundary at
+//! scale").
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use crate::format::{self, Link, MarkRecord, ReleaseRecord, SegmentIndex};
 use crate::{EntryId, RegionId};
 
 pub mod chain;
+mod live;
 mod pinning;
+pub mod region_map;
 mod regions;
 mod replay;
+
+use live::{first_live_in, Forgot, Records, RegionState, NOT_LIVE};
+use region_map::{RegionMap, RegionSet};
 
 pub use pinning::Pinning;
 pub use regions::RegionInfo;
 pub use replay::ObjectSegments;
 #[cfg(test)]
 mod invariant_tests;
+#[cfg(test)]
+mod live_tests;
 #[cfg(test)]
 mod query_tests;
 
@@ -63,13 +77,17 @@ impl IndexedObject {
         releases: Vec<ReleaseRecord>,
     ) -> Self {
         let header = tail.header();
+        // Exactly as many as there are: a catalog of many regions holds
+        // these for every object it indexes.
+        let mut segments = Vec::with_capacity(tail.region_segments().count());
+        segments.extend(tail.region_segments().copied());
         IndexedObject {
             sequence: header.sequence,
             epoch: header.epoch,
             link: header.link,
             reclaim_boundary: header.reclaim_boundary,
             size,
-            segments: tail.region_segments().copied().collect(),
+            segments,
             marks,
             releases,
         }
@@ -108,14 +126,24 @@ pub struct SegmentRef {
 /// The index of the store's history.
 #[derive(Debug, Clone, Default)]
 pub struct Catalog {
-    objects: BTreeMap<u64, IndexedObject>,
-    /// Per region: its segments by sequence.
-    regions: HashMap<RegionId, BTreeMap<u64, SegmentIndex>>,
+    /// The indexed objects in sequence order: inserted at the back (C1),
+    /// collected from the front, so an object's rank is its position.
+    objects: VecDeque<IndexedObject>,
+    /// Per region: the objects holding its segments, the owner's watermark
+    /// and its first live object (`live.rs`).
+    regions: RegionMap<RegionState>,
+    /// `(first live object, region)` of every live region, in order: the
+    /// first element is the lowest first live object of all.
+    firsts: BTreeSet<(u64, RegionId)>,
     /// Per region: the highest released-through id of the indexed release records.
-    released: HashMap<RegionId, EntryId>,
+    released: Records,
     /// Per region: the highest flush mark of the indexed mark records.
-    marked: HashMap<RegionId, EntryId>,
+    marked: Records,
     bytes: u64,
+    /// Regions whose segments or obsolete id changed (so maybe their first
+    /// live object) since the owner last took them, when the owner asked to
+    /// track them ([`Catalog::track_changes`]).
+    changed: Option<RegionSet>,
     /// Test hook: sequences this catalog refuses, to drive the refusal path
     /// of its owner (valid objects never break an invariant).
     #[cfg(test)]
@@ -128,31 +156,64 @@ impl Catalog {
         Self::default()
     }
 
+    /// From now on, remember the regions whose segments or obsolete id
+    /// change (and with them, maybe, the first live object), for
+    /// [`Catalog::take_changed`] (the actor's flush requests).
+    pub fn track_changes(&mut self) {
+        self.changed.get_or_insert_with(RegionSet::default);
+    }
+
+    /// The regions whose segments or obsolete id changed since the last
+    /// call (nothing unless [`Catalog::track_changes`] was called).
+    pub fn take_changed(&mut self) -> Vec<RegionId> {
+        match self.changed.as_mut() {
+            Some(changed) => changed.drain().collect(),
+            None => Vec::new(),
+        }
+    }
+
     /// Adds an object above every indexed one, after checking C1 to C3.
     pub fn insert(&mut self, object: IndexedObject) -> Result<(), CatalogError> {
         self.check_insert(&object)?;
+        let sequence = object.sequence;
         for segment in &object.segments {
-            self.regions
-                .entry(segment.region)
-                .or_default()
-                .insert(object.sequence, *segment);
+            let state = self.regions.entry(segment.region).or_default();
+            state.seqs.push(sequence);
         }
-        self.learn_records(&object);
         self.bytes += object.size;
-        self.objects.insert(object.sequence, object);
-        Ok(())
-    }
-
-    /// Takes in the release and mark records of an indexed object.
-    fn learn_records(&mut self, object: &IndexedObject) {
+        self.objects.push_back(object);
+        let Some(object) = self.objects.back() else {
+            return Ok(());
+        };
+        // A region that was live stays live from the same object; one that
+        // was not may be live from this one. Records raise obsolete ids.
+        let mut touched: Vec<RegionId> = object
+            .segments
+            .iter()
+            .filter(|s| {
+                self.regions
+                    .get(&s.region)
+                    .is_some_and(|r| r.first_live == NOT_LIVE)
+            })
+            .map(|s| s.region)
+            .collect();
         for record in &object.releases {
-            let through = self.released.entry(record.region).or_insert(0);
-            *through = (*through).max(record.released_through);
+            if self
+                .released
+                .learn(record.region, record.released_through, sequence)
+            {
+                touched.push(record.region);
+            }
         }
         for record in object.marks.iter().filter(|m| !m.is_jump()) {
-            let mark = self.marked.entry(record.region).or_insert(0);
-            *mark = (*mark).max(record.watermark);
+            if self.marked.learn(record.region, record.watermark, sequence) {
+                touched.push(record.region);
+            }
         }
+        for region in touched {
+            self.relive(region);
+        }
+        Ok(())
     }
 
     fn check_insert(&self, object: &IndexedObject) -> Result<(), CatalogError> {
@@ -166,7 +227,7 @@ impl Catalog {
         if self.refuse.contains(&object.sequence) {
             return refuse("refused by a test hook".into());
         }
-        if let Some((&last, _)) = self.objects.last_key_value() {
+        if let Some(last) = self.objects.back().map(|o| o.sequence) {
             if object.sequence <= last {
                 return refuse(format!(
                     "sequence is not above the last indexed sequence {last} (C1)"
@@ -198,8 +259,16 @@ impl Catalog {
                     segment.region, segment.first_id, segment.last_id
                 ));
             }
-            let last_id = self.last_id(segment.region);
-            if segment.first_id <= last_id {
+            // The region's segments so far lie in objects below this one
+            // (C1), whose ids are all below this object's: checking the
+            // region's last object is checking its last id, without
+            // finding that object.
+            let last = self
+                .regions
+                .get(&segment.region)
+                .and_then(|r| r.seqs.as_slice().last().copied());
+            if last.is_some_and(|l| l >= object.sequence) {
+                let last_id = self.last_id(segment.region);
                 return refuse(format!(
                     "segment of region {} starts at id {} at or below the region's last id {last_id} (C3)",
                     segment.region, segment.first_id
@@ -215,117 +284,318 @@ impl Catalog {
         self.refuse.insert(sequence);
     }
 
+    /// Recomputes the first live object of `region` (its segments or its
+    /// obsolete id changed) and keeps the index in step (L2).
+    fn relive(&mut self, region: RegionId) {
+        let obsolete = self.obsolete_through(region);
+        let Some(state) = self.regions.get(&region) else {
+            return;
+        };
+        let objects = &self.objects;
+        let first = first_live_in(state.seqs.as_slice(), obsolete, |sequence| {
+            segment_in(objects, sequence, region)
+        });
+        let before = state.first_live;
+        if let Some(changed) = self.changed.as_mut() {
+            changed.insert(region);
+        }
+        if first == before {
+            return;
+        }
+        if before != NOT_LIVE {
+            self.firsts.remove(&(before, region));
+        }
+        if first != NOT_LIVE {
+            self.firsts.insert((first, region));
+        }
+        if let Some(state) = self.regions.get_mut(&region) {
+            state.first_live = first;
+        }
+    }
+
     /// Removes every object below `sequence` (collected objects) and
     /// returns how many were removed. Release and mark records of the
     /// remaining objects are kept; those of removed objects go with them
     /// (their regions have no segment left at or below them: every segment
     /// of a released region lies at or below its release, and every entry
     /// at or below a mark lies in an object at or below the mark's carrier).
+    /// Costs what the removed objects hold, not what the catalog holds.
     pub fn remove_below(&mut self, sequence: u64) -> usize {
-        let kept = self.objects.split_off(&sequence);
-        let removed = std::mem::replace(&mut self.objects, kept);
-        if removed.is_empty() {
+        let n = self.objects.partition_point(|o| o.sequence < sequence);
+        if n == 0 {
             return 0;
         }
-        for object in removed.values() {
+        let removed: Vec<IndexedObject> = self.objects.drain(..n).collect();
+        let mut touched = RegionSet::default();
+        let mut rescan: Vec<(RegionId, bool)> = Vec::new();
+        for object in &removed {
             self.bytes -= object.size;
             for segment in &object.segments {
-                if let Some(segments) = self.regions.get_mut(&segment.region) {
-                    segments.remove(&object.sequence);
-                    if segments.is_empty() {
-                        self.regions.remove(&segment.region);
+                if let Some(state) = self.regions.get_mut(&segment.region) {
+                    state.seqs.remove_below(sequence);
+                    touched.insert(segment.region);
+                }
+            }
+            for record in &object.releases {
+                match self.released.forget(record.region, sequence) {
+                    Forgot::Unchanged => {}
+                    Forgot::Gone => {
+                        touched.insert(record.region);
                     }
+                    Forgot::Rescan => rescan.push((record.region, true)),
+                }
+            }
+            for record in object.marks.iter().filter(|m| !m.is_jump()) {
+                match self.marked.forget(record.region, sequence) {
+                    Forgot::Unchanged => {}
+                    Forgot::Gone => {
+                        touched.insert(record.region);
+                    }
+                    Forgot::Rescan => rescan.push((record.region, false)),
                 }
             }
         }
-        self.released.clear();
-        self.marked.clear();
-        let kept: Vec<IndexedObject> = self.objects.values().cloned().collect();
-        for object in &kept {
-            self.learn_records(object);
+        rescan.sort_unstable();
+        rescan.dedup();
+        for (region, releases) in rescan {
+            // Records that are not monotone (never written by objwal): find
+            // the highest left, once per such region.
+            let records = if releases {
+                &mut self.released
+            } else {
+                &mut self.marked
+            };
+            records.by_region.remove(&region);
+            for object in &self.objects {
+                let found: Vec<EntryId> = if releases {
+                    object
+                        .releases
+                        .iter()
+                        .filter(|r| r.region == region)
+                        .map(|r| r.released_through)
+                        .collect()
+                } else {
+                    object
+                        .marks
+                        .iter()
+                        .filter(|m| !m.is_jump() && m.region == region)
+                        .map(|m| m.watermark)
+                        .collect()
+                };
+                for value in found {
+                    records.learn(region, value, object.sequence);
+                }
+            }
+            touched.insert(region);
+        }
+        for region in touched {
+            self.relive(region);
+            self.drop_if_empty(region);
         }
         removed.len()
+    }
+
+    /// Forgets a region that holds no segment and has no watermark (L1).
+    fn drop_if_empty(&mut self, region: RegionId) {
+        let empty = self
+            .regions
+            .get(&region)
+            .is_some_and(|s| s.seqs.is_empty() && s.watermark == 0);
+        if empty {
+            if let Some(state) = self.regions.remove(&region) {
+                if state.first_live != NOT_LIVE {
+                    self.firsts.remove(&(state.first_live, region));
+                }
+            }
+        }
+    }
+
+    /// Raises the owner's watermark of `region` to `id` (never lowers it):
+    /// its entries through `id` are obsolete.
+    pub fn set_watermark(&mut self, region: RegionId, id: EntryId) {
+        if id == 0 {
+            return;
+        }
+        let state = self.regions.entry(region).or_default();
+        if id <= state.watermark {
+            return;
+        }
+        state.watermark = id;
+        self.relive(region);
+    }
+
+    /// The owner's watermark of `region` (0 when none).
+    pub fn watermark(&self, region: RegionId) -> EntryId {
+        self.regions.get(&region).map_or(0, |s| s.watermark)
+    }
+
+    /// Through which id `region`'s entries are obsolete: the highest of the
+    /// owner's watermark, its indexed release and its indexed flush mark.
+    pub fn obsolete_through(&self, region: RegionId) -> EntryId {
+        self.watermark(region)
+            .max(self.released.get(region))
+            .max(self.marked.get(region))
     }
 
     /// Checks every invariant over the whole catalog. Used after every
     /// change in debug builds and after every step in tests.
     pub fn check_invariants(&self) -> Result<(), CatalogError> {
         let mut rebuilt = Catalog::new();
-        for object in self.objects.values() {
+        for object in &self.objects {
             rebuilt.insert(object.clone())?;
         }
+        for (&region, state) in &self.regions {
+            rebuilt.set_watermark(region, state.watermark);
+        }
         let consistent = rebuilt.regions == self.regions
+            && rebuilt.firsts == self.firsts
             && rebuilt.released == self.released
             && rebuilt.marked == self.marked
             && rebuilt.bytes == self.bytes;
-        if consistent {
-            Ok(())
-        } else {
+        let fail = |reason: &str| {
             Err(CatalogError {
-                sequence: self.objects.keys().next_back().copied().unwrap_or(0),
-                reason: "the region index disagrees with the objects".into(),
+                sequence: self.objects.back().map_or(0, |o| o.sequence),
+                reason: reason.into(),
             })
+        };
+        if !consistent {
+            return fail("the region index disagrees with the objects");
         }
+        #[cfg(any(test, debug_assertions))]
+        if self.first_live(&BTreeMap::new()) != self.first_live_sequence(|r| self.watermark(r)) {
+            return fail("the live index disagrees with a full scan");
+        }
+        Ok(())
     }
 
     /// The largest indexed entry id of `region` (0 when none).
     pub fn last_id(&self, region: RegionId) -> EntryId {
         self.regions
             .get(&region)
-            .and_then(|segments| segments.last_key_value())
-            .map_or(0, |(_, s)| s.last_id)
+            .and_then(|state| state.seqs.as_slice().last())
+            .and_then(|&sequence| self.segment(sequence, region))
+            .map_or(0, |s| s.last_id)
+    }
+
+    /// The segment of `region` in the object of `sequence`, if indexed.
+    pub fn segment(&self, sequence: u64, region: RegionId) -> Option<SegmentIndex> {
+        segment_in(&self.objects, sequence, region)
+    }
+
+    /// The sequences of the objects holding a segment of `region`, ascending.
+    fn seqs(&self, region: RegionId) -> &[u64] {
+        self.regions.get(&region).map_or(&[], |s| s.seqs.as_slice())
     }
 
     /// Up to `limit` segments of `region` holding ids at or above `from`,
     /// in id order.
     pub fn segments_from(&self, region: RegionId, from: EntryId, limit: usize) -> Vec<SegmentRef> {
-        let Some(segments) = self.regions.get(&region) else {
-            return Vec::new();
-        };
+        let seqs = self.seqs(region);
         // Ids grow with sequences, so the first segment that can hold `from`
         // is in the object of `from`'s sequence or later.
-        segments
-            .range(format::sequence_of(from)..)
-            .filter(|(_, s)| s.last_id >= from)
+        let start = seqs.partition_point(|&s| s < format::sequence_of(from));
+        seqs.get(start..)
+            .unwrap_or_default()
+            .iter()
+            .filter_map(|&sequence| {
+                self.segment(sequence, region)
+                    .map(|index| SegmentRef { sequence, index })
+            })
+            .filter(|s| s.index.last_id >= from)
             .take(limit)
-            .map(|(&sequence, &index)| SegmentRef { sequence, index })
             .collect()
     }
 
-    /// The lowest sequence of an indexed object holding a live segment: one
-    /// with an entry above its region's watermark (the highest of
+    /// The lowest sequence of an indexed object holding a live segment,
+    /// with the owner's watermarks raised for a few regions (`raised`:
+    /// release records sealed but not yet indexed, say). A segment is live
+    /// when it holds an entry above its region's obsolete id
+    /// ([`Catalog::obsolete_through`], raised). Costs a lookup per raised
+    /// region and a step of the index, whatever the number of regions.
+    pub fn first_live(&self, raised: &BTreeMap<RegionId, EntryId>) -> Option<u64> {
+        let mut best = NOT_LIVE;
+        for (&region, &watermark) in raised {
+            if let Some(state) = self.regions.get(&region) {
+                let obsolete = self.obsolete_through(region).max(watermark);
+                let first = first_live_in(state.seqs.as_slice(), obsolete, |sequence| {
+                    self.segment(sequence, region)
+                });
+                best = best.min(first);
+            }
+        }
+        // Raising only moves a first live object later: the first region of
+        // the index that is not raised holds the lowest of the others.
+        for &(first, region) in &self.firsts {
+            if first >= best {
+                break;
+            }
+            if !raised.contains_key(&region) {
+                best = first;
+                break;
+            }
+        }
+        (best != NOT_LIVE).then_some(best)
+    }
+
+    /// The first live object of `region`, if it is live.
+    pub fn first_live_of(&self, region: RegionId) -> Option<u64> {
+        self.regions
+            .get(&region)
+            .map(|s| s.first_live)
+            .filter(|&f| f != NOT_LIVE)
+    }
+
+    /// The full computation the live index replaces, kept as its oracle:
+    /// the lowest sequence of an indexed object holding a live segment,
+    /// one with an entry above its region's obsolete id (the highest of
     /// `watermark(region)`, the region's indexed flush mark and its
-    /// released-through id). The marks and release segments are never live.
+    /// released-through id), visiting every region's segments.
+    #[cfg(any(test, debug_assertions))]
     pub fn first_live_sequence(&self, watermark: impl Fn(RegionId) -> EntryId) -> Option<u64> {
         self.regions
-            .iter()
-            .filter_map(|(region, segments)| {
-                let obsolete = watermark(*region)
-                    .max(self.released.get(region).copied().unwrap_or(0))
-                    .max(self.marked.get(region).copied().unwrap_or(0));
-                // Ids grow with sequences: the first live segment of a region
-                // is the first whose last id is above the watermark.
-                segments
-                    .range(format::sequence_of(obsolete)..)
-                    .find(|(_, s)| s.last_id > obsolete)
-                    .map(|(sequence, _)| *sequence)
+            .keys()
+            .filter_map(|&region| {
+                let obsolete = watermark(region)
+                    .max(self.released.get(region))
+                    .max(self.marked.get(region));
+                self.seqs(region).iter().find_map(|&sequence| {
+                    self.segment(sequence, region)
+                        .filter(|s| s.last_id > obsolete)
+                        .map(|_| sequence)
+                })
             })
             .min()
     }
 
+    /// The live regions with their first live object, from the lowest
+    /// first live object on, in `[from, to)`.
+    pub fn firsts_between(&self, from: u64, to: u64) -> impl Iterator<Item = (u64, RegionId)> + '_ {
+        self.firsts.range((from, 0)..(to, 0)).copied()
+    }
+
+    /// How many indexed objects lie below `sequence`.
+    pub fn rank(&self, sequence: u64) -> usize {
+        self.objects.partition_point(|o| o.sequence < sequence)
+    }
+
     /// The indexed objects, by sequence.
-    pub fn objects(&self) -> impl DoubleEndedIterator<Item = &IndexedObject> {
-        self.objects.values()
+    pub fn objects(&self) -> impl DoubleEndedIterator<Item = &IndexedObject> + ExactSizeIterator {
+        self.objects.iter()
     }
 
     /// The object of `sequence`, when indexed.
     pub fn object(&self, sequence: u64) -> Option<&IndexedObject> {
-        self.objects.get(&sequence)
+        object_in(&self.objects, sequence)
+    }
+
+    /// The indexed object `n` objects from the newest (0: the newest).
+    pub fn nth_newest(&self, n: usize) -> Option<&IndexedObject> {
+        self.objects.iter().rev().nth(n)
     }
 
     /// The newest indexed object.
     pub fn tip(&self) -> Option<&IndexedObject> {
-        self.objects.values().next_back()
+        self.objects.back()
     }
 
     /// Number of indexed objects.
@@ -345,28 +615,69 @@ impl Catalog {
 
     /// The regions with indexed segments, in id order.
     pub fn regions(&self) -> Vec<RegionId> {
-        let mut regions: Vec<_> = self.regions.keys().copied().collect();
+        let mut regions: Vec<_> = self
+            .regions
+            .iter()
+            .filter(|(_, s)| !s.seqs.is_empty())
+            .map(|(r, _)| *r)
+            .collect();
         regions.sort_unstable();
         regions
     }
 
+    /// The regions with indexed segments (or a watermark), in no order.
+    pub fn region_count(&self) -> usize {
+        self.regions.len()
+    }
+
     /// Per released region, the highest released-through id of the indexed
     /// release records.
-    pub fn released(&self) -> &HashMap<RegionId, EntryId> {
-        &self.released
+    pub fn released(&self) -> impl Iterator<Item = (RegionId, EntryId)> + '_ {
+        self.released.by_region.iter().map(|(r, x)| (*r, x.value))
+    }
+
+    /// The highest released-through id of `region`'s indexed release
+    /// records (0 when none).
+    pub fn released_through(&self, region: RegionId) -> EntryId {
+        self.released.get(region)
+    }
+
+    /// Whether an indexed release record names `region`.
+    pub fn is_released(&self, region: RegionId) -> bool {
+        self.released.by_region.contains_key(&region)
     }
 
     /// Per region, the highest flush mark of the indexed mark records.
-    pub fn marked(&self) -> &HashMap<RegionId, EntryId> {
-        &self.marked
+    pub fn marked(&self) -> impl Iterator<Item = (RegionId, EntryId)> + '_ {
+        self.marked.by_region.iter().map(|(r, x)| (*r, x.value))
     }
 
     /// What reads hide of `region` by the indexed records alone: the
     /// higher of its flush mark and its released-through id.
     pub fn hidden_through(&self, region: RegionId) -> EntryId {
-        let get = |m: &HashMap<RegionId, EntryId>| m.get(&region).copied().unwrap_or(0);
-        get(&self.marked).max(get(&self.released))
+        self.marked.get(region).max(self.released.get(region))
     }
+}
+
+/// The object of `sequence` among `objects` (in sequence order).
+fn object_in(objects: &VecDeque<IndexedObject>, sequence: u64) -> Option<&IndexedObject> {
+    let i = objects.partition_point(|o| o.sequence < sequence);
+    objects.get(i).filter(|o| o.sequence == sequence)
+}
+
+/// The segment of `region` in the object of `sequence` (segments are in
+/// region order, C2).
+fn segment_in(
+    objects: &VecDeque<IndexedObject>,
+    sequence: u64,
+    region: RegionId,
+) -> Option<SegmentIndex> {
+    let object = object_in(objects, sequence)?;
+    let i = object
+        .segments
+        .binary_search_by_key(&region, |s| s.region)
+        .ok()?;
+    object.segments.get(i).copied()
 }
 
 #[cfg(test)]
@@ -472,6 +783,6 @@ pub(crate) mod tests {
             released_through: 5,
         }];
         c.insert(o).unwrap();
-        assert_eq!(c.released().get(&1), Some(&10));
+        assert_eq!(c.released_through(1), 10);
     }
 }

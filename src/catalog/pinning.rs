@@ -19,8 +19,8 @@
 
 use std::collections::BTreeMap;
 
+use super::live::first_live_in;
 use super::Catalog;
-use crate::format;
 use crate::{EntryId, RegionId};
 
 /// One region that holds objects from collection (see [`Catalog::pinning`]).
@@ -50,73 +50,75 @@ impl Catalog {
     /// Every live region whose first live object lies below the newest
     /// indexed object, ordered by that object (the first row holds the
     /// reclaim boundary). `hidden(region)` is the owner's hidden-through id
-    /// (its watermark, or its release); the catalog's own release records
-    /// count too.
+    /// (its watermark, or its release); the catalog's own watermarks and
+    /// records count too. A report: it visits every region.
     pub fn pinning(&self, hidden: impl Fn(RegionId) -> EntryId) -> Vec<Pinning> {
-        let Some(newest) = self.objects.keys().next_back().copied() else {
+        let Some(newest) = self.tip().map(|t| t.sequence) else {
             return Vec::new();
         };
         let mut firsts: Vec<(u64, RegionId)> = self
             .regions
-            .keys()
-            .filter_map(|&region| Some((self.first_live_of(region, &hidden)?, region)))
-            .filter(|&(first, _)| first < newest)
+            .iter()
+            .filter_map(|(&region, state)| {
+                let obsolete = hidden(region).max(self.obsolete_through(region));
+                let first = first_live_in(state.seqs.as_slice(), obsolete, |sequence| {
+                    self.segment(sequence, region)
+                });
+                (first < newest).then_some((first, region))
+            })
             .collect();
         firsts.sort_unstable();
-        // Objects by sequence with the running sum of their sizes, to count
-        // any range with two binary searches.
-        let sequences: Vec<u64> = self.objects.keys().copied().collect();
-        let mut sums = Vec::with_capacity(sequences.len() + 1);
+        // Objects by rank with the running sum of their sizes, to count any
+        // range with two binary searches.
+        let mut sums = Vec::with_capacity(self.len() + 1);
         sums.push(0u64);
-        for object in self.objects.values() {
+        for object in self.objects() {
             let last = sums.last().copied().unwrap_or(0);
             sums.push(last + object.size);
         }
-        let rank = |sequence: u64| sequences.partition_point(|&s| s < sequence);
+        let len = self.len();
         let mut rows = Vec::with_capacity(firsts.len());
         for (i, &(first, region)) in firsts.iter().enumerate() {
             let next = firsts
                 .get(i..)
                 .and_then(|rest| rest.iter().find(|(f, _)| *f > first))
                 .map_or(newest, |(f, _)| *f);
-            let (from, to) = (rank(first), rank(next));
-            let through = self
-                .regions
-                .get(&region)
-                .and_then(|segments| segments.range(..next).next_back())
-                .map_or(0, |(_, s)| s.last_id);
+            let (from, to) = (self.rank(first), self.rank(next));
             rows.push(Pinning {
                 region,
                 first_sequence: first,
                 objects: (to - from) as u64,
                 bytes: sums.get(to).copied().unwrap_or(0) - sums.get(from).copied().unwrap_or(0),
-                through,
-                held_objects: (sequences.len() - from) as u64,
+                through: self.last_id_below(region, next),
+                held_objects: (len - from) as u64,
             });
         }
         rows
     }
 
-    /// The live regions that hold more than `bound` indexed objects from
-    /// collection (their first live object has `bound` or more indexed
-    /// objects above it), each with the id through which a flush leaves at
-    /// most `bound` held (its largest id below the newest `bound` objects)
-    /// and the objects it holds. Looks only at the objects below the newest
-    /// `bound`, so it costs nothing while the catalog holds no more.
+    /// The full computation of the regions beyond a bound, kept as the
+    /// oracle of the actor's incremental flush requests: the live regions
+    /// that hold more than `bound` indexed objects from collection (their
+    /// first live object has `bound` or more indexed objects above it),
+    /// each with the id through which a flush leaves at most `bound` held
+    /// (its largest id below the newest `bound` objects) and the objects it
+    /// holds.
+    #[cfg(test)]
     pub fn pinned_beyond(
         &self,
         hidden: impl Fn(RegionId) -> EntryId,
         bound: u64,
     ) -> BTreeMap<RegionId, (EntryId, u64)> {
         let mut over = BTreeMap::new();
-        let len = self.objects.len() as u64;
+        let len = self.len() as u64;
         let Some(below) = len.checked_sub(bound).filter(|n| *n > 0) else {
             return over;
         };
         let below = usize::try_from(below).unwrap_or(usize::MAX);
-        for (rank, object) in self.objects.values().take(below).enumerate() {
+        for (rank, object) in self.objects().take(below).enumerate() {
             for segment in &object.segments {
-                if segment.last_id > self.obsolete_through(segment.region, &hidden) {
+                let obsolete = hidden(segment.region).max(self.obsolete_through(segment.region));
+                if segment.last_id > obsolete {
                     // The first live object met is the region's first.
                     let held = len - rank as u64;
                     let (through, _) = over.entry(segment.region).or_insert((0, held));
@@ -127,33 +129,40 @@ impl Catalog {
         over
     }
 
-    /// Indexed objects from the reclaim boundary (the lowest first live
-    /// object) through the newest: what live regions keep from collection.
-    pub fn pinned_objects(&self, hidden: impl Fn(RegionId) -> EntryId) -> u64 {
-        match self.first_live_sequence(hidden) {
-            Some(first) => self.objects.range(first..).count() as u64,
-            None => 0,
+    /// The sequence below which a first live object holds more than
+    /// `bound` indexed objects from collection: the `bound`-th newest
+    /// object's (`None` while the catalog holds no more than `bound`). It
+    /// depends only on the newest objects, so it only moves up.
+    pub fn beyond_bound(&self, bound: u64) -> Option<u64> {
+        let n = usize::try_from(bound.checked_sub(1)?).ok()?;
+        if self.len() as u64 <= bound {
+            return None;
         }
+        self.nth_newest(n).map(|o| o.sequence)
     }
 
-    /// Through which id `region`'s entries are obsolete: `hidden(region)`,
-    /// or its indexed release when higher.
-    fn obsolete_through(&self, region: RegionId, hidden: &impl Fn(RegionId) -> EntryId) -> EntryId {
-        hidden(region).max(self.released.get(&region).copied().unwrap_or(0))
+    /// Indexed objects from `first` through the newest.
+    pub fn held_from(&self, first: u64) -> u64 {
+        (self.len() - self.rank(first)) as u64
     }
 
-    /// The first live object of `region`, if it is live.
-    fn first_live_of(
-        &self,
-        region: RegionId,
-        hidden: &impl Fn(RegionId) -> EntryId,
-    ) -> Option<u64> {
-        let obsolete = self.obsolete_through(region, hidden);
-        self.regions
-            .get(&region)?
-            .range(format::sequence_of(obsolete)..)
-            .find(|(_, s)| s.last_id > obsolete)
-            .map(|(sequence, _)| *sequence)
+    /// The largest id of `region` in the objects below `sequence` (0 when
+    /// none).
+    pub fn last_id_below(&self, region: RegionId, sequence: u64) -> EntryId {
+        let seqs = self.seqs(region);
+        let n = seqs.partition_point(|&s| s < sequence);
+        n.checked_sub(1)
+            .and_then(|i| seqs.get(i))
+            .and_then(|&s| self.segment(s, region))
+            .map_or(0, |s| s.last_id)
+    }
+
+    /// Indexed objects from the reclaim boundary (the lowest first live
+    /// object, with the watermarks of `raised` raised) through the newest:
+    /// what live regions keep from collection.
+    pub fn pinned_objects(&self, raised: &BTreeMap<RegionId, EntryId>) -> u64 {
+        self.first_live(raised)
+            .map_or(0, |first| self.held_from(first))
     }
 }
 
@@ -175,6 +184,20 @@ mod tests {
         c
     }
 
+    /// `c` with the owner's watermarks set to `hidden` for its regions.
+    fn watermarked(c: &Catalog, hidden: impl Fn(RegionId) -> EntryId) -> Catalog {
+        let mut c = c.clone();
+        for region in c.regions() {
+            c.set_watermark(region, hidden(region));
+        }
+        c
+    }
+
+    /// `pinned_objects` with the watermarks of `hidden`.
+    fn pinned(c: &Catalog, hidden: impl Fn(RegionId) -> EntryId) -> u64 {
+        watermarked(c, hidden).pinned_objects(&BTreeMap::new())
+    }
+
     #[test]
     fn one_cold_region_holds_everything_below_the_hot_ones() {
         // Region 1 wrote once, in object 1; regions 2 and 3 write every
@@ -191,7 +214,7 @@ mod tests {
         assert_eq!((row.objects, row.bytes), (8, 800));
         assert_eq!(row.through, entry_id(1, 2));
         assert_eq!(row.held_objects, 10);
-        assert_eq!(c.pinned_objects(hidden), 10);
+        assert_eq!(pinned(&c, hidden), 10);
         // Flushing region 1 through `through` moves the boundary to 9.
         let flushed = |r| if r == 1 { row.through } else { entry_id(8, 2) };
         assert_eq!(c.first_live_sequence(flushed), Some(9));
@@ -249,7 +272,7 @@ mod tests {
         let hidden = |r| if r == 1 { entry_id(3, 2) } else { 0 };
         assert!(c.pinning(hidden).is_empty());
         assert!(c.pinned_beyond(hidden, 1).is_empty());
-        assert_eq!(c.pinned_objects(hidden), 0);
+        assert_eq!(pinned(&c, hidden), 0);
         assert!(Catalog::new().pinning(|_| 0).is_empty());
     }
 
@@ -313,7 +336,7 @@ mod tests {
             expected.sort_unstable();
             prop_assert_eq!(named, expected);
             let max_held = rows.iter().map(|r| r.held_objects).max();
-            let pinned = c.pinned_objects(hidden);
+            let pinned = pinned(&c, hidden);
             // A region living only in the newest object holds 1 and has no row.
             prop_assert!(max_held.is_none_or(|m| m == pinned), "{:?} {}", max_held, pinned);
             for (&region, &(through, _)) in &over {

@@ -12,7 +12,7 @@
 //! has none; `bytes`, `entries` and `objects` are sums over exactly the
 //! indexed segments of the region.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
 use super::Catalog;
 use crate::{EntryId, RegionId};
@@ -47,34 +47,44 @@ pub struct RegionInfo {
 
 impl Catalog {
     /// One [`RegionInfo`] per region with an indexed segment or a release,
-    /// in region order. `watermarks` are the owner's obsolete-through ids;
-    /// `released` its released-through ids (the catalog's own indexed
-    /// release records count too).
+    /// in region order. The owner's watermarks are the catalog's
+    /// ([`Catalog::set_watermark`]); `released` are the owner's
+    /// released-through ids (the catalog's own indexed release records
+    /// count too).
     pub fn region_infos(
         &self,
-        watermarks: &HashMap<RegionId, EntryId>,
-        released: &HashMap<RegionId, EntryId>,
+        released: impl IntoIterator<Item = (RegionId, EntryId)>,
     ) -> Vec<RegionInfo> {
         let mut rows: BTreeMap<RegionId, RegionInfo> = BTreeMap::new();
-        for (&region, segments) in &self.regions {
+        for (&region, state) in &self.regions {
+            let segments: Vec<_> = state
+                .seqs
+                .as_slice()
+                .iter()
+                .filter_map(|&sequence| self.segment(sequence, region))
+                .collect();
+            let (Some(first), Some(last)) = (segments.first(), segments.last()) else {
+                continue;
+            };
             let mut row = empty(region);
-            row.first_id = segments.values().next().map_or(0, |s| s.first_id);
-            row.last_id = segments.values().next_back().map_or(0, |s| s.last_id);
-            for segment in segments.values() {
+            row.first_id = first.first_id;
+            row.last_id = last.last_id;
+            for segment in &segments {
                 row.entries += u64::from(segment.count);
                 row.bytes += segment.len;
                 row.objects += 1;
             }
             rows.insert(region, row);
         }
-        for (&region, &through) in self.released.iter().chain(released) {
+        let indexed: Vec<_> = self.released().collect();
+        for (region, through) in indexed.into_iter().chain(released) {
             let row = rows.entry(region).or_insert_with(|| empty(region));
             row.released = true;
             row.watermark = row.watermark.max(through);
         }
-        for (&region, &watermark) in watermarks {
-            if let Some(row) = rows.get_mut(&region) {
-                row.watermark = row.watermark.max(watermark);
+        for (region, state) in &self.regions {
+            if let Some(row) = rows.get_mut(region) {
+                row.watermark = row.watermark.max(state.watermark);
             }
         }
         rows.into_values().collect()
@@ -106,7 +116,7 @@ mod tests {
         c.insert(object(1, &[1, 2])).unwrap();
         c.insert(object(2, &[2])).unwrap();
         c.insert(object(5, &[1, 2])).unwrap();
-        let rows = c.region_infos(&HashMap::new(), &HashMap::new());
+        let rows = c.region_infos([]);
         let mut one = empty(1);
         // `object` gives every segment 2 entries of 13 bytes each.
         one.first_id = entry_id(1, 1);
@@ -128,7 +138,7 @@ mod tests {
         c.insert(object(1, &[1, 2])).unwrap();
         c.insert(object(2, &[2])).unwrap();
         c.remove_below(2);
-        let rows = c.region_infos(&HashMap::new(), &HashMap::new());
+        let rows = c.region_infos([]);
         assert_eq!(rows.len(), 1, "{rows:?}");
         assert_eq!(rows[0].region, 2);
         assert_eq!((rows[0].first_id, rows[0].objects), (entry_id(2, 1), 1));
@@ -143,9 +153,9 @@ mod tests {
             released_through: entry_id(0, 3),
         }];
         c.insert(o).unwrap();
-        let watermarks = HashMap::from([(1, entry_id(1, 1)), (7, entry_id(1, 2))]);
-        let released = HashMap::from([(2, entry_id(1, 2))]);
-        let rows = c.region_infos(&watermarks, &released);
+        c.set_watermark(1, entry_id(1, 1));
+        c.set_watermark(7, entry_id(1, 2));
+        let rows = c.region_infos([(2, entry_id(1, 2))]);
         let by_region: Vec<_> = rows
             .iter()
             .map(|r| (r.region, r.watermark, r.released))
@@ -165,8 +175,6 @@ mod tests {
 
     #[test]
     fn an_empty_catalog_has_no_regions() {
-        assert!(Catalog::new()
-            .region_infos(&HashMap::new(), &HashMap::new())
-            .is_empty());
+        assert!(Catalog::new().region_infos([]).is_empty());
     }
 }

@@ -5,13 +5,19 @@
 //! durable when it returns [`Created::New`].
 //!
 //! How a create works (see `rfcs/0002-storage.md` for why):
-//! 1. the bytes go to a temporary file in the key's own directory, named
+//! 1. the bytes go to a temporary file in the key's own directory: an
+//!    unnamed one (`O_TMPFILE`) where the kernel and the file system have
+//!    it and a directory fsync is known to make its link durable (ext4 and
+//!    XFS, with `/proc` mounted), else one named
 //!    `.objwal-tmp-<pid>-<counter>` (a name no key may use);
 //! 2. the temporary file is fsynced;
-//! 3. it is hard-linked to the final name; `link(2)` never replaces, so an
-//!    existing key fails with `EEXIST` and becomes [`Created::AlreadyExists`];
-//! 4. the temporary name is removed and the directory is fsynced, which makes
-//!    the new entry durable. If that fsync fails, the new entry is removed
+//! 3. it is hard-linked to the final name (`linkat` of `/proc/self/fd/N`
+//!    for an unnamed one); a link never replaces, so an existing key fails
+//!    with `EEXIST` and becomes [`Created::AlreadyExists`];
+//! 4. a named temporary is removed, and the create returns only after a
+//!    directory fsync that started after its link ([`dir_sync`]: concurrent
+//!    creates in one directory share one fsync, which covers every link
+//!    made before it started). If that fsync fails, the new entry is removed
 //!    again: visible is not durable, and a later fsync may report success
 //!    without writing it (Linux forgets the error), so no read-back may see it.
 //!
@@ -41,8 +47,12 @@ use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
 
+use super::dir_sync::DirSyncs;
 use super::StorageErrorKind;
 use super::{check_range, sort_listing, Created, ObjectMeta, ObjectStorage, StorageError, Suffix};
+
+#[cfg(test)]
+pub(crate) use super::dir_sync::SyncEvent;
 
 /// Every temporary file's name starts with this; no key part may.
 pub const TEMP_MARKER: &str = ".objwal-tmp-";
@@ -71,6 +81,12 @@ struct Inner {
     /// fail (a create's read-back must never take them for durable) until a
     /// create replaces them.
     unsynced: Mutex<HashSet<PathBuf>>,
+    /// The shared directory fsyncs after links.
+    dir_syncs: DirSyncs,
+    /// Per directory: whether creates there use an unnamed temporary file
+    /// (`O_TMPFILE`); decided at the first create, and turned off for good
+    /// when the kernel refuses one.
+    unnamed_temps: Mutex<std::collections::HashMap<PathBuf, bool>>,
     /// Test hook: directory fsyncs still to fail.
     #[cfg(any(test, feature = "testing"))]
     fail_dir_syncs: std::sync::atomic::AtomicUsize,
@@ -100,6 +116,8 @@ impl FileStorage {
                 root,
                 synced_dirs: Mutex::new(HashSet::new()),
                 unsynced: Mutex::new(HashSet::new()),
+                dir_syncs: DirSyncs::default(),
+                unnamed_temps: Mutex::new(std::collections::HashMap::new()),
                 #[cfg(any(test, feature = "testing"))]
                 fail_dir_syncs: std::sync::atomic::AtomicUsize::new(0),
             }),
@@ -111,6 +129,22 @@ impl FileStorage {
     #[cfg(any(test, feature = "testing"))]
     pub fn fail_next_dir_syncs(&self, n: usize) {
         self.inner.fail_dir_syncs.store(n, Ordering::SeqCst);
+    }
+
+    /// Test hook: `hook` sees every link and every shared directory fsync
+    /// from now on, and may block to order threads.
+    #[cfg(test)]
+    pub(crate) fn on_dir_sync(&self, hook: super::dir_sync::Hook) {
+        self.inner.dir_syncs.set_hook(hook);
+    }
+
+    /// Test hook (feature `testing`): creates use named temporary files,
+    /// as where `O_TMPFILE` is missing.
+    #[cfg(any(test, feature = "testing"))]
+    pub fn use_named_temps(&self) {
+        let mut temps = lock(&self.inner.unnamed_temps);
+        temps.clear();
+        temps.insert(PathBuf::new(), false);
     }
 
     /// The root directory.
@@ -182,24 +216,33 @@ impl Inner {
             .parent()
             .ok_or_else(|| StorageError::permanent("key has no parent").with_key(key))?;
         self.ensure_dir(dir).map_err(err)?;
-        let (tmp, mut file) = create_temp(dir).map_err(err)?;
+        let (temp, mut file) = self.create_temp(dir).map_err(err)?;
         let written = file.write_all(data).and_then(|()| file.sync_all());
-        drop(file);
         if let Err(e) = written {
-            let _ = fs::remove_file(&tmp);
+            drop(file);
+            if let Some(tmp) = &temp {
+                let _ = fs::remove_file(tmp);
+            }
             return Err(err(e));
         }
-        let stale = self
-            .unsynced
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .remove(&path);
+        let stale = lock(&self.unsynced).remove(&path);
         if stale {
             // Our own entry whose directory fsync failed: write it afresh.
             let _ = fs::remove_file(&path);
         }
-        let linked = fs::hard_link(&tmp, &path);
-        let _ = fs::remove_file(&tmp);
+        let linked = match &temp {
+            Some(tmp) => {
+                drop(file);
+                let linked = fs::hard_link(tmp, &path);
+                let _ = fs::remove_file(tmp);
+                linked
+            }
+            None => {
+                let linked = link_unnamed(&file, &path);
+                drop(file);
+                linked
+            }
+        };
         let created = match linked {
             Ok(()) => Created::New,
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
@@ -215,13 +258,53 @@ impl Inner {
         };
         // For AlreadyExists too: the existing entry may be another handle's
         // whose directory fsync has not happened yet.
-        if let Err(e) = self.sync_dir_after_link(dir) {
+        let synced = self
+            .dir_syncs
+            .sync_after_link(dir, || self.sync_dir_after_link(dir));
+        if let Err(e) = synced {
             if created == Created::New {
                 return Err(self.undo_unsynced_link(&path, key, e));
             }
             return Err(err(e));
         }
         Ok(created)
+    }
+
+    /// A new temporary file in `dir`: unnamed (`None`) where creates there
+    /// use `O_TMPFILE`, else with its name.
+    fn create_temp(&self, dir: &Path) -> io::Result<(Option<PathBuf>, File)> {
+        if self.unnamed_temps_in(dir) {
+            match open_unnamed(dir) {
+                Ok(file) => return Ok((None, file)),
+                Err(e) if unnamed_unsupported(&e) => {
+                    tracing::info!(dir = %dir.display(), error = %e, "O_TMPFILE refused: named temporary files from now on");
+                    lock(&self.unnamed_temps).insert(dir.to_path_buf(), false);
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        let (tmp, file) = create_named_temp(dir)?;
+        Ok((Some(tmp), file))
+    }
+
+    /// Whether creates in `dir` use an unnamed temporary file: where the
+    /// file system is one whose directory fsync makes a `linkat` of it
+    /// durable with its link count (a journaled ext4 or XFS, which commit
+    /// the new entry, the link count and the orphan list in one
+    /// transaction), and `/proc/self/fd` is there to link it by.
+    fn unnamed_temps_in(&self, dir: &Path) -> bool {
+        let mut temps = lock(&self.unnamed_temps);
+        if temps.get(Path::new("")) == Some(&false) {
+            return false;
+        }
+        if let Some(&known) = temps.get(dir) {
+            return known;
+        }
+        let usable = cfg!(target_os = "linux")
+            && Path::new("/proc/self/fd").is_dir()
+            && rustix::fs::statfs(dir).is_ok_and(|st| journaled(st.f_type));
+        temps.insert(dir.to_path_buf(), usable);
+        usable
     }
 
     /// Fsyncs `dir` after a link (the test hook can make it fail).
@@ -456,8 +539,64 @@ fn validate_key(key: &str) -> Result<(), StorageError> {
     Ok(())
 }
 
-/// Creates a new temporary file in `dir`, never reusing a name.
-fn create_temp(dir: &Path) -> io::Result<(PathBuf, File)> {
+/// Locks a mutex, taking over a poisoned one (its data is a cache or a set
+/// that a panic cannot leave half-updated).
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// ext4 (also ext2/3, one magic) and XFS: journaled, so a directory fsync
+/// commits a link together with the inode's link count.
+fn journaled(f_type: impl TryInto<i64>) -> bool {
+    const EXT4_SUPER_MAGIC: i64 = 0xef53;
+    const XFS_SUPER_MAGIC: i64 = 0x5846_5342;
+    f_type
+        .try_into()
+        .is_ok_and(|t| t == EXT4_SUPER_MAGIC || t == XFS_SUPER_MAGIC)
+}
+
+/// An unnamed temporary file in `dir` (`O_TMPFILE`): nothing is listed or
+/// left behind if the process dies before it is linked.
+fn open_unnamed(dir: &Path) -> io::Result<File> {
+    use rustix::fs::{Mode, OFlags};
+    let fd = rustix::fs::openat(
+        rustix::fs::CWD,
+        dir,
+        OFlags::WRONLY | OFlags::TMPFILE | OFlags::CLOEXEC,
+        Mode::from_raw_mode(0o666),
+    )
+    .map_err(io::Error::from)?;
+    Ok(File::from(fd))
+}
+
+/// Whether an `O_TMPFILE` open failed because the kernel or the file
+/// system has none (not because of the directory).
+fn unnamed_unsupported(e: &io::Error) -> bool {
+    matches!(
+        e.raw_os_error(),
+        Some(code) if code == rustix::io::Errno::OPNOTSUPP.raw_os_error()
+            || code == rustix::io::Errno::ISDIR.raw_os_error()
+            || code == rustix::io::Errno::INVAL.raw_os_error()
+    )
+}
+
+/// Links an unnamed temporary file at `path`; fails with `EEXIST` when a
+/// file is there (never replaces).
+fn link_unnamed(file: &File, path: &Path) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let fd_path = format!("/proc/self/fd/{}", file.as_raw_fd());
+    rustix::fs::linkat(
+        rustix::fs::CWD,
+        fd_path.as_str(),
+        rustix::fs::CWD,
+        path,
+        rustix::fs::AtFlags::SYMLINK_FOLLOW,
+    )
+    .map_err(io::Error::from)
+}
+
+/// Creates a new named temporary file in `dir`, never reusing a name.
+fn create_named_temp(dir: &Path) -> io::Result<(PathBuf, File)> {
     let pid = std::process::id();
     loop {
         let n = TEMP_COUNTER.fetch_add(1, Ordering::Relaxed);

@@ -157,3 +157,222 @@ async fn a_failed_directory_fsync_is_never_read_back_as_durable() {
         Bytes::from_static(b"an")
     );
 }
+
+/// What the directory-sync hook saw, by thread name, in order.
+type Log = std::sync::Arc<std::sync::Mutex<Vec<(String, SyncEvent)>>>;
+
+fn thread_name() -> String {
+    std::thread::current().name().unwrap_or("?").to_owned()
+}
+
+/// The position of the first entry of `log` matching `f`.
+fn at(log: &[(String, SyncEvent)], f: impl Fn(&(String, SyncEvent)) -> bool) -> usize {
+    log.iter()
+        .position(f)
+        .unwrap_or_else(|| panic!("not in {log:?}"))
+}
+
+/// Issue 23: a create that links while another create's directory fsync
+/// runs must not ride on that fsync (it started before the link, so it may
+/// not cover it): it returns only after a second fsync, which started after
+/// its link. The hook holds the first fsync until the second create has
+/// linked; no sleeps.
+#[test]
+fn a_create_returns_only_after_a_directory_fsync_that_started_after_its_link() {
+    use std::sync::mpsc;
+    let dir = tempfile::tempdir().unwrap();
+    let s = FileStorage::open(dir.path()).unwrap();
+    s.inner.create("p/objects/0", b"dir").unwrap();
+    let log: Log = Default::default();
+    let (a_syncing_tx, a_syncing_rx) = mpsc::channel::<()>();
+    let (b_linked_tx, b_linked_rx) = mpsc::channel::<()>();
+    let (a_syncing_tx, b_linked_tx, b_linked_rx) = (
+        std::sync::Mutex::new(a_syncing_tx),
+        std::sync::Mutex::new(b_linked_tx),
+        std::sync::Mutex::new(b_linked_rx),
+    );
+    let seen = log.clone();
+    s.on_dir_sync(std::sync::Arc::new(move |_dir, event| {
+        let who = thread_name();
+        seen.lock().unwrap().push((who.clone(), event.clone()));
+        match (who.as_str(), event) {
+            // A's fsync started: let the test start B, and hold the fsync
+            // until B has linked.
+            ("a", SyncEvent::Started { .. }) => {
+                a_syncing_tx.lock().unwrap().send(()).unwrap();
+                b_linked_rx.lock().unwrap().recv().unwrap();
+            }
+            ("b", SyncEvent::Linked { .. }) => b_linked_tx.lock().unwrap().send(()).unwrap(),
+            _ => {}
+        }
+    }));
+    std::thread::scope(|scope| {
+        let create = |name: &'static str, key: &'static str| {
+            let (s, log) = (&s, log.clone());
+            std::thread::Builder::new()
+                .name(name.into())
+                .spawn_scoped(scope, move || {
+                    let created = s.inner.create(key, b"object");
+                    let done = SyncEvent::Finished {
+                        through: u64::MAX,
+                        ok: created.is_ok(),
+                    };
+                    log.lock().unwrap().push((format!("{name} returned"), done));
+                    created
+                })
+                .unwrap()
+        };
+        let a = create("a", "p/objects/1");
+        a_syncing_rx.recv().unwrap();
+        let b = create("b", "p/objects/2");
+        assert_eq!(a.join().unwrap().unwrap(), Created::New);
+        assert_eq!(b.join().unwrap().unwrap(), Created::New);
+    });
+    let log = log.lock().unwrap().clone();
+    let b_linked = at(&log, |(w, e)| {
+        w == "b" && matches!(e, SyncEvent::Linked { .. })
+    });
+    let SyncEvent::Linked { ticket } = log[b_linked].1 else {
+        unreachable!()
+    };
+    // A's fsync started before B linked, and did not cover B's ticket.
+    let first = at(&log, |(w, e)| {
+        w == "a" && matches!(e, SyncEvent::Started { .. })
+    });
+    assert!(first < b_linked, "{log:?}");
+    assert!(!matches!(log[first].1, SyncEvent::Started { through } if through >= ticket));
+    // B returned after an fsync that started after its link and covered it.
+    let second = at(
+        &log,
+        |e| matches!(e.1, SyncEvent::Started { through } if through >= ticket),
+    );
+    let second_done = at(
+        &log,
+        |e| matches!(e.1, SyncEvent::Finished { through, ok: true } if through >= ticket && through != u64::MAX),
+    );
+    let b_returned = at(&log, |(w, _)| w == "b returned");
+    assert!(
+        b_linked < second && second < second_done && second_done < b_returned,
+        "{log:?}"
+    );
+    assert_eq!(
+        log.iter()
+            .filter(|e| matches!(e.1, SyncEvent::Started { .. }))
+            .count(),
+        2
+    );
+    assert_eq!(&s.inner.read("p/objects/2", 0..6).unwrap()[..], b"object");
+}
+
+/// Two creates that both linked before an fsync started share it: one
+/// directory fsync for both. The hook holds A after its link until B has
+/// linked too.
+#[test]
+fn concurrent_creates_share_one_directory_fsync() {
+    let (log, results) = two_creates_linked_before_one_fsync(|_| {});
+    for r in &results {
+        assert_eq!(r.as_ref().unwrap(), &Created::New, "{log:?}");
+    }
+    let syncs: Vec<_> = log
+        .iter()
+        .filter(|e| matches!(e.1, SyncEvent::Started { .. }))
+        .collect();
+    assert_eq!(syncs.len(), 1, "{log:?}");
+    assert_eq!(syncs[0].1, SyncEvent::Started { through: 3 }, "{log:?}");
+}
+
+/// A shared fsync that fails fails every create it covered, and each one's
+/// entry is removed (visible is not durable); the next create succeeds.
+#[test]
+fn a_failed_shared_directory_fsync_fails_every_create_it_covered() {
+    let (_, results) = two_creates_linked_before_one_fsync(|s| s.fail_next_dir_syncs(1));
+    for r in &results {
+        let e = r.as_ref().unwrap_err();
+        assert!(e.is_transient(), "{e}");
+        assert!(
+            e.to_string().contains("shared by concurrent creates"),
+            "{e}"
+        );
+    }
+}
+
+/// The hook's log and the results of two creates.
+type TwoCreates = (Vec<(String, SyncEvent)>, Vec<Result<Created, StorageError>>);
+
+/// Creates `p/objects/1` (thread a) and `p/objects/2` (thread b), each
+/// held after its link until the other linked too, so that one fsync
+/// covers both; `setup` runs on the store first. Returns the hook's log and
+/// both results, and checks what a failure leaves.
+fn two_creates_linked_before_one_fsync(setup: impl Fn(&FileStorage)) -> TwoCreates {
+    let dir = tempfile::tempdir().unwrap();
+    let s = FileStorage::open(dir.path()).unwrap();
+    s.inner.create("p/objects/0", b"dir").unwrap();
+    setup(&s);
+    let log: Log = Default::default();
+    let both_linked = std::sync::Barrier::new(2);
+    let seen = log.clone();
+    s.on_dir_sync(std::sync::Arc::new(move |_dir, event| {
+        let who = thread_name();
+        seen.lock().unwrap().push((who.clone(), event.clone()));
+        if matches!(event, SyncEvent::Linked { .. }) && (who == "a" || who == "b") {
+            both_linked.wait();
+        }
+    }));
+    let results = std::thread::scope(|scope| {
+        let handles: Vec<_> = [("a", "p/objects/1"), ("b", "p/objects/2")]
+            .into_iter()
+            .map(|(name, key)| {
+                let s = &s;
+                std::thread::Builder::new()
+                    .name(name.into())
+                    .spawn_scoped(scope, move || s.inner.create(key, b"object"))
+                    .unwrap()
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().unwrap())
+            .collect::<Vec<_>>()
+    });
+    for (i, r) in results.iter().enumerate() {
+        let path = dir.path().join(format!("p/objects/{}", i + 1));
+        assert_eq!(path.exists(), r.is_ok(), "{path:?}: {r:?}");
+    }
+    if results.iter().any(Result::is_err) {
+        assert_eq!(
+            s.inner.create("p/objects/1", b"again").unwrap(),
+            Created::New
+        );
+    }
+    let log = log.lock().unwrap().clone();
+    (log, results)
+}
+
+/// Where `O_TMPFILE` is there (ext4, XFS) creates use it and leave no name
+/// behind; with named temporary files (its fallback) a create behaves the
+/// same: no temporary name left, never replaces.
+#[test]
+fn unnamed_and_named_temporary_files_create_the_same_objects() {
+    for named in [false, true] {
+        let dir = tempfile::tempdir().unwrap();
+        let s = FileStorage::open(dir.path()).unwrap();
+        if named {
+            s.use_named_temps();
+        }
+        assert_eq!(s.inner.create("a/b/c", b"one").unwrap(), Created::New);
+        assert_eq!(
+            s.inner.create("a/b/c", b"two").unwrap(),
+            Created::AlreadyExists
+        );
+        assert_eq!(&s.inner.read("a/b/c", 0..3).unwrap()[..], b"one");
+        let names: Vec<_> = fs::read_dir(dir.path().join("a/b"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(names, vec!["c"], "named temporaries: {named}");
+        let journaled_fs = rustix::fs::statfs(dir.path()).is_ok_and(|st| journaled(st.f_type))
+            && Path::new("/proc/self/fd").is_dir();
+        let used_unnamed = s.inner.unnamed_temps_in(&dir.path().join("a/b"));
+        assert_eq!(used_unnamed, journaled_fs && !named);
+    }
+}

@@ -26,6 +26,7 @@ use bytes::Bytes;
 
 #[cfg(any(feature = "object_store", feature = "opendal"))]
 mod billing;
+mod dir_sync;
 #[cfg(any(feature = "object_store", feature = "opendal"))]
 mod explain;
 mod file;

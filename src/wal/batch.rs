@@ -4,24 +4,35 @@
 //! admission, and each region's entries get positions 1, 2, ... in arrival
 //! order, so `id = (sequence << 20) | position`. An append is admitted whole
 //! into one batch, so its ids share a sequence and become durable together.
+//!
+//! Entries are kept in arrival order with a count per region (a region's
+//! positions are its count, its last id follows from it); they are grouped
+//! into segments by region only when the batch is sealed. An append to a
+//! region new to the batch then costs a map entry, not a segment of its own
+//! (issue 23: with thousands of regions most entries are their region's
+//! only one in the batch).
 
 use std::collections::BTreeMap;
 
 use bytes::Bytes;
 use tokio::time::Instant;
 
+use crate::catalog::region_map::RegionMap;
 use crate::format::{
     self, Header, MarkRecord, Object, ReleaseRecord, Segment, ENTRY_OVERHEAD, FOOTER_ENTRY_LEN,
     JUMP, MAX_POSITION,
 };
 use crate::{EntryId, RegionId};
 
-/// Entries of one batch, by region.
+/// Entries of one batch.
 #[derive(Debug)]
 pub(crate) struct OpenBatch {
     pub(crate) sequence: u64,
     pub(crate) opened_at: Instant,
-    regions: BTreeMap<RegionId, Vec<(EntryId, Bytes)>>,
+    /// The entries in arrival order.
+    admitted: Vec<(RegionId, EntryId, Bytes)>,
+    /// Per region: its entries here (its last position).
+    regions: RegionMap<u64>,
     /// Payload bytes admitted.
     pub(crate) payload_bytes: u64,
     /// Entries admitted.
@@ -48,7 +59,8 @@ impl OpenBatch {
         OpenBatch {
             sequence,
             opened_at,
-            regions: BTreeMap::new(),
+            admitted: Vec::new(),
+            regions: RegionMap::default(),
             payload_bytes: 0,
             entries: 0,
             releases: BTreeMap::new(),
@@ -107,7 +119,7 @@ impl OpenBatch {
             return true;
         }
         positions_needed(entries).iter().all(|(region, n)| {
-            let used = self.regions.get(region).map_or(0, |v| v.len() as u64);
+            let used = self.regions.get(region).copied().unwrap_or(0);
             used + n <= MAX_POSITION
         })
     }
@@ -137,12 +149,14 @@ impl OpenBatch {
     ) -> (Vec<EntryId>, Vec<(RegionId, EntryId)>) {
         let mut ids = Vec::with_capacity(entries.len());
         let mut last: Vec<(RegionId, EntryId)> = Vec::new();
+        self.admitted.reserve(entries.len());
         for (region, data) in entries {
-            let segment = self.regions.entry(region).or_default();
-            let id = format::entry_id(self.sequence, segment.len() as u64 + 1);
+            let count = self.regions.entry(region).or_insert(0);
+            *count += 1;
+            let id = format::entry_id(self.sequence, *count);
             self.payload_bytes += data.len() as u64;
             self.entries += 1;
-            segment.push((id, data));
+            self.admitted.push((region, id, data));
             ids.push(id);
             match last.last_mut() {
                 Some((r, l)) if *r == region => *l = id,
@@ -156,8 +170,7 @@ impl OpenBatch {
     pub(crate) fn last_id(&self, region: RegionId) -> Option<EntryId> {
         self.regions
             .get(&region)
-            .and_then(|entries| entries.last())
-            .map(|(id, _)| *id)
+            .map(|&count| format::entry_id(self.sequence, count))
     }
 
     /// The bytes the batch's segments and footer will take.
@@ -167,23 +180,39 @@ impl OpenBatch {
             + self.regions.len() as u64 * FOOTER_ENTRY_LEN as u64
     }
 
-    /// The largest id per region in this batch.
-    pub(crate) fn last_ids(&self) -> impl Iterator<Item = (RegionId, EntryId)> + '_ {
-        self.regions
+    /// The largest id per region in this batch, in region order.
+    pub(crate) fn last_ids(&self) -> Vec<(RegionId, EntryId)> {
+        let mut last: Vec<_> = self
+            .regions
             .iter()
-            .filter_map(|(region, entries)| entries.last().map(|(id, _)| (*region, *id)))
+            .map(|(&region, &count)| (region, format::entry_id(self.sequence, count)))
+            .collect();
+        last.sort_unstable();
+        last
     }
 
-    /// The object this batch becomes under `header`.
-    pub(crate) fn into_object(self, header: Header) -> Object {
+    /// The object this batch becomes under `header`: its entries grouped
+    /// into one segment per region, in region order, each in arrival
+    /// (position) order.
+    pub(crate) fn into_object(mut self, header: Header) -> Object {
         let marks = self.mark_records();
+        // Stable: a region's entries keep their arrival order.
+        self.admitted.sort_by_key(|(region, _, _)| *region);
+        let mut segments: Vec<Segment> = Vec::with_capacity(self.regions.len());
+        for (region, id, data) in self.admitted {
+            match segments.last_mut() {
+                Some(segment) if segment.region == region => segment.entries.push((id, data)),
+                _ => {
+                    let count = self.regions.get(&region).copied().unwrap_or(1);
+                    let mut entries = Vec::with_capacity(usize::try_from(count).unwrap_or(1));
+                    entries.push((id, data));
+                    segments.push(Segment { region, entries });
+                }
+            }
+        }
         Object {
             header,
-            segments: self
-                .regions
-                .into_iter()
-                .map(|(region, entries)| Segment { region, entries })
-                .collect(),
+            segments,
             marks,
             releases: release_records(&self.releases),
         }
@@ -245,7 +274,7 @@ mod tests {
         assert_eq!(b.payload_bytes, 4);
         assert_eq!(b.entries, 3);
         assert_eq!(b.encoded_bytes(), 4 + 3 * 12 + 2 * 48);
-        let last: Vec<_> = b.last_ids().collect();
+        let last = b.last_ids();
         assert_eq!(
             last,
             vec![(1, format::entry_id(7, 2)), (2, format::entry_id(7, 1))]

@@ -203,7 +203,7 @@ impl WalReader {
     /// Through which id an indexed release record released `region` (0
     /// when none did).
     pub fn released_through(&self, region: RegionId) -> EntryId {
-        self.catalog.released().get(&region).copied().unwrap_or(0)
+        self.catalog.released_through(region)
     }
 }
 

@@ -5,7 +5,6 @@
 //! mutable state. [`WalReader`] recovers the same catalog without writing,
 //! for tools and for replaying another node's log.
 
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 
 use bytes::Bytes;
@@ -87,7 +86,7 @@ pub struct Hole {
 #[derive(Debug, Default)]
 pub(crate) struct Shared {
     /// Per region, the largest acknowledged id.
-    latest: Mutex<HashMap<RegionId, EntryId>>,
+    latest: Mutex<crate::catalog::region_map::RegionMap<EntryId>>,
     holes: Arc<Holes>,
     /// What recovery left out of replay (its holes join the reads' holes).
     damage: Arc<Damage>,
@@ -694,7 +693,7 @@ impl WalReader {
     /// A reader knows no engine watermarks, so `watermark` is the
     /// released-through id of released regions and 0 otherwise.
     pub fn regions(&self) -> Vec<RegionInfo> {
-        self.catalog.region_infos(&HashMap::new(), &HashMap::new())
+        self.catalog.region_infos([])
     }
 
     /// The indexed objects, by sequence.

@@ -13,6 +13,14 @@
 //! - on request (a release, a stop, `flush`, a backlog bound) and when a
 //!   region would pass the position range.
 //!
+//! Group commit: an early seal first *gathers* the commands already queued
+//! for the actor when it would seal (at most [`MAX_GATHER`], once per
+//! batch): appends that arrived while the actor was busy join the batch
+//! instead of each becoming an object of its own. It never waits for
+//! anything that has not arrived, so it adds to a seal at most the
+//! admission of what was already queued, which those appends would have
+//! waited for anyway (rfcs/0008, "Group commit").
+//!
 //! The budget is a token bucket of early seals per second. Timer seals take a
 //! token too (into debt, at most one burst deep), so over any window objects
 //! that are not full stay within the budget (or one per flush interval, if
@@ -114,6 +122,18 @@ impl Budget {
         }
     }
 
+    /// Whether a token is there (taking none).
+    fn has_token(&self, now: Instant) -> bool {
+        match self.rate {
+            None => true,
+            Some(_) => {
+                let mut b = *self;
+                b.refill(now);
+                b.tokens >= WHOLE
+            }
+        }
+    }
+
     /// Takes a token whether or not one is there (at most a burst of debt).
     fn charge(&mut self, now: Instant) {
         if self.rate.is_some() {
@@ -146,6 +166,10 @@ impl Budget {
     }
 }
 
+/// Commands an early seal gathers at most (group commit): a bound on how
+/// long the actor admits before it seals and looks at finished creates.
+pub(crate) const MAX_GATHER: usize = 1024;
+
 /// What the policy needs to know about the open batch.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct OpenState {
@@ -153,6 +177,9 @@ pub(crate) struct OpenState {
     pub(crate) encoded_bytes: u64,
     /// When its first entry (or record) was admitted.
     pub(crate) opened_at: Instant,
+    /// Whether it already gathered the commands queued behind it (once per
+    /// batch).
+    pub(crate) gathered: bool,
 }
 
 /// What the policy decided.
@@ -162,6 +189,9 @@ pub(crate) enum Decision {
     Seal(SealReason),
     /// Ask again at this instant (or when something changes before).
     WaitUntil(Instant),
+    /// Group commit: handle up to this many commands already queued (they
+    /// may join the batch), mark the batch gathered, then ask again.
+    Gather(usize),
     /// Nothing to seal.
     Idle,
 }
@@ -191,12 +221,14 @@ impl SealPolicy {
     }
 
     /// Decides about the open batch (`None` when there is none or it is
-    /// empty). `can_start` says whether a create of it could start now.
+    /// empty). `can_start` says whether a create of it could start now;
+    /// `queued` how many commands wait for the actor now.
     pub(crate) fn decide(
         &mut self,
         now: Instant,
         open: Option<OpenState>,
         can_start: bool,
+        queued: usize,
     ) -> Decision {
         let Some(open) = open else {
             return Decision::Idle;
@@ -210,6 +242,9 @@ impl SealPolicy {
             return Decision::Seal(SealReason::Timer);
         }
         if can_start {
+            if queued > 0 && !open.gathered && self.budget.has_token(now) {
+                return Decision::Gather(queued.min(MAX_GATHER));
+            }
             if self.budget.try_take(now) {
                 return Decision::Seal(SealReason::Early);
             }
@@ -230,6 +265,7 @@ mod tests {
         Some(OpenState {
             encoded_bytes: bytes,
             opened_at: at,
+            gathered: false,
         })
     }
 
@@ -238,7 +274,7 @@ mod tests {
         let t = Instant::now();
         let mut p = SealPolicy::new(1000, 100 * MS, Budget::per_second(0.001, 1.0, t));
         assert_eq!(
-            p.decide(t, open(1000, t), false),
+            p.decide(t, open(1000, t), false, 0),
             Decision::Seal(SealReason::Full)
         );
         assert!(p.seal_before(600, 500));
@@ -252,16 +288,16 @@ mod tests {
         let t = Instant::now();
         let mut p = SealPolicy::new(1 << 20, 100 * MS, Budget::unlimited(t));
         assert_eq!(
-            p.decide(t, open(10, t), true),
+            p.decide(t, open(10, t), true, 0),
             Decision::Seal(SealReason::Early)
         );
         assert_eq!(
-            p.decide(t, open(10, t), false),
+            p.decide(t, open(10, t), false, 0),
             Decision::WaitUntil(t + 100 * MS)
         );
-        assert_eq!(p.decide(t, None, true), Decision::Idle);
+        assert_eq!(p.decide(t, None, true, 0), Decision::Idle);
         assert_eq!(
-            p.decide(t + 100 * MS, open(10, t), false),
+            p.decide(t + 100 * MS, open(10, t), false, 0),
             Decision::Seal(SealReason::Timer)
         );
     }
@@ -272,17 +308,17 @@ mod tests {
         // One token per 100 ms, burst 1.
         let mut p = SealPolicy::new(1 << 20, 100 * MS, Budget::per_second(10.0, 1.0, t));
         assert_eq!(
-            p.decide(t, open(10, t), true),
+            p.decide(t, open(10, t), true, 0),
             Decision::Seal(SealReason::Early)
         );
         let t1 = t + 30 * MS;
         assert_eq!(
-            p.decide(t1, open(10, t1), true),
+            p.decide(t1, open(10, t1), true, 0),
             Decision::WaitUntil(t + 100 * MS)
         );
         let t2 = t + 100 * MS;
         assert_eq!(
-            p.decide(t2, open(10, t1), true),
+            p.decide(t2, open(10, t1), true, 0),
             Decision::Seal(SealReason::Early)
         );
     }
@@ -292,16 +328,16 @@ mod tests {
         let t = Instant::now();
         let mut p = SealPolicy::new(1000, 100 * MS, Budget::per_second(0.0, 4.0, t));
         assert_eq!(
-            p.decide(t, open(10, t), true),
+            p.decide(t, open(10, t), true, 0),
             Decision::WaitUntil(t + 100 * MS)
         );
         let later = t + 100 * MS;
         assert_eq!(
-            p.decide(later, open(10, t), true),
+            p.decide(later, open(10, t), true, 0),
             Decision::Seal(SealReason::Timer)
         );
         assert_eq!(
-            p.decide(later, open(10, later), true),
+            p.decide(later, open(10, later), true, 0),
             Decision::WaitUntil(later + 100 * MS)
         );
     }
@@ -311,21 +347,88 @@ mod tests {
         let t = Instant::now();
         let mut p = SealPolicy::new(1 << 20, 10 * MS, Budget::per_second(10.0, 1.0, t));
         assert_eq!(
-            p.decide(t, open(10, t), true),
+            p.decide(t, open(10, t), true, 0),
             Decision::Seal(SealReason::Early)
         );
         // The timer fires with no token: it seals and leaves a debt.
         let t1 = t + 10 * MS;
         assert_eq!(
-            p.decide(t1, open(10, t), false),
+            p.decide(t1, open(10, t), false, 0),
             Decision::Seal(SealReason::Timer)
         );
         // The next early seal needs two refills (debt + 1): 200 ms after t.
         let t2 = t + 11 * MS;
-        match p.decide(t2, open(10, t2), true) {
+        match p.decide(t2, open(10, t2), true, 0) {
             Decision::WaitUntil(at) => assert_eq!(at, t2 + 10 * MS, "the timer comes first"),
             other => panic!("{other:?}"),
         }
+    }
+
+    #[test]
+    fn an_early_seal_first_gathers_what_is_queued_once() {
+        let t = Instant::now();
+        let mut p = SealPolicy::new(1000, 100 * MS, Budget::unlimited(t));
+        let gathered = |bytes: u64| {
+            Some(OpenState {
+                encoded_bytes: bytes,
+                opened_at: t,
+                gathered: true,
+            })
+        };
+        assert_eq!(p.decide(t, open(10, t), true, 5), Decision::Gather(5));
+        assert_eq!(
+            p.decide(t, open(10, t), true, 5 * MAX_GATHER),
+            Decision::Gather(MAX_GATHER)
+        );
+        // Once per batch: then it seals, whatever arrived meanwhile.
+        assert_eq!(
+            p.decide(t, gathered(10), true, 7),
+            Decision::Seal(SealReason::Early)
+        );
+        // Nothing queued: it seals at once, as before.
+        assert_eq!(
+            p.decide(t, open(10, t), true, 0),
+            Decision::Seal(SealReason::Early)
+        );
+        // No free slot: nothing to gather for, the batch grows on its own.
+        assert_eq!(
+            p.decide(t, open(10, t), false, 5),
+            Decision::WaitUntil(t + 100 * MS)
+        );
+        // Full and due batches never wait for what is queued.
+        assert_eq!(
+            p.decide(t, open(1000, t), true, 5),
+            Decision::Seal(SealReason::Full)
+        );
+        assert_eq!(
+            p.decide(t + 100 * MS, open(10, t), true, 5),
+            Decision::Seal(SealReason::Timer)
+        );
+    }
+
+    #[test]
+    fn gathering_needs_a_token_and_takes_none() {
+        let t = Instant::now();
+        // One token, refilled every 100 ms.
+        let mut p = SealPolicy::new(1 << 20, 100 * MS, Budget::per_second(10.0, 1.0, t));
+        assert_eq!(p.decide(t, open(10, t), true, 3), Decision::Gather(3));
+        assert_eq!(p.decide(t, open(10, t), true, 3), Decision::Gather(3));
+        let done = Some(OpenState {
+            encoded_bytes: 10,
+            opened_at: t,
+            gathered: true,
+        });
+        assert_eq!(
+            p.decide(t, done, true, 3),
+            Decision::Seal(SealReason::Early),
+            "the token is still there"
+        );
+        // Without a token there is nothing to seal early: no gathering.
+        let t1 = t + 10 * MS;
+        assert_eq!(
+            p.decide(t1, open(10, t1), true, 3),
+            Decision::WaitUntil(t + 100 * MS)
+        );
     }
 
     proptest! {
@@ -347,11 +450,12 @@ mod tests {
             for (advance, can_start, bytes) in steps {
                 now += Duration::from_millis(advance);
                 let at = *opened.get_or_insert(now);
-                match p.decide(now, open(bytes, at), can_start) {
+                match p.decide(now, open(bytes, at), can_start, 0) {
                     Decision::Seal(SealReason::Full) => opened = None,
                     Decision::Seal(_) => { not_full += 1; opened = None; }
                     Decision::WaitUntil(when) => prop_assert!(when > now),
                     Decision::Idle => prop_assert!(false, "an open batch is never idle"),
+                    Decision::Gather(_) => prop_assert!(false, "nothing is queued"),
                 }
             }
             let secs = now.duration_since(t0).as_secs_f64();
@@ -360,13 +464,56 @@ mod tests {
             prop_assert!((not_full as f64) <= allowed, "{not_full} seals > {allowed}");
         }
 
+        /// Group commit changes one thing only: where the policy without it
+        /// seals early, it may first gather at most what is queued (and at
+        /// most `MAX_GATHER`), taking no token, and then, asked again at the
+        /// same instant, seals early. Every other decision is the same, so
+        /// no batch waits for the timer, a token or a slot because of it,
+        /// and the budget is spent exactly as before.
+        #[test]
+        fn gathering_only_puts_what_is_queued_before_an_early_seal(
+            steps in proptest::collection::vec((0u64..50, any::<bool>(), 0u64..3000, 0usize..3000), 1..300),
+            rate in proptest::option::of(1u32..50),
+        ) {
+            let t0 = Instant::now();
+            let budget = match rate {
+                Some(rate) => Budget::per_second(f64::from(rate), 2.0, t0),
+                None => Budget::unlimited(t0),
+            };
+            let mut without = SealPolicy::new(2048, 20 * MS, budget);
+            let mut with = SealPolicy::new(2048, 20 * MS, budget);
+            let mut now = t0;
+            let mut opened: Option<Instant> = None;
+            for (advance, can_start, bytes, queued) in steps {
+                now += Duration::from_millis(advance);
+                let at = *opened.get_or_insert(now);
+                let state = |gathered| Some(OpenState { encoded_bytes: bytes, opened_at: at, gathered });
+                let old = without.decide(now, state(false), can_start, 0);
+                let new = with.decide(now, state(false), can_start, queued);
+                match new {
+                    Decision::Gather(n) => {
+                        prop_assert_eq!(old, Decision::Seal(SealReason::Early));
+                        prop_assert!(n >= 1 && n <= queued && n <= MAX_GATHER);
+                        prop_assert_eq!(
+                            with.decide(now, state(true), can_start, queued),
+                            Decision::Seal(SealReason::Early)
+                        );
+                    }
+                    other => prop_assert_eq!(other, old),
+                }
+                if matches!(old, Decision::Seal(_)) {
+                    opened = None;
+                }
+            }
+        }
+
         /// With an unlimited budget and a free slot, a batch never waits.
         #[test]
         fn an_unlimited_budget_never_delays_a_startable_batch(bytes in 0u64..2048, age in 0u64..19) {
             let t0 = Instant::now();
             let mut p = SealPolicy::new(2048, 20 * MS, Budget::unlimited(t0));
             let now = t0 + Duration::from_millis(age);
-            prop_assert!(matches!(p.decide(now, open(bytes, t0), true), Decision::Seal(_)));
+            prop_assert!(matches!(p.decide(now, open(bytes, t0), true, 0), Decision::Seal(_)));
         }
     }
 

@@ -604,7 +604,7 @@ pub(crate) async fn write_start_object(
         let floor = catalog.tip().map_or(0, |t| t.reclaim_boundary);
         // Release records and durable flush marks count at open; the engine
         // hands its newer watermarks in after the open.
-        let live = catalog.first_live_sequence(|_| 0);
+        let live = catalog.first_live(&std::collections::BTreeMap::new());
         let header = Header {
             sequence,
             epoch,

@@ -78,6 +78,16 @@ mod make {
         Backend::with_dir(dir, Storage::new(s))
     }
 
+    /// The directory backend where `O_TMPFILE` is missing: named temporary
+    /// files (the default above uses unnamed ones on ext4 and XFS).
+    #[cfg(feature = "testing")]
+    pub async fn file_named_temps(_: &str) -> Option<Backend> {
+        let dir = tempfile::tempdir().unwrap();
+        let s = FileStorage::open(dir.path().join("root")).unwrap();
+        s.use_named_temps();
+        Backend::with_dir(dir, Storage::new(s))
+    }
+
     #[cfg(feature = "opendal")]
     pub async fn opendal_memory(_: &str) -> Option<Backend> {
         let op = opendal::Operator::new(opendal::services::Memory::default()).unwrap();
@@ -384,6 +394,10 @@ conformance!(
     faulty_memory
 );
 conformance!(file);
+conformance!(
+    #[cfg(feature = "testing")]
+    file_named_temps
+);
 conformance!(
     #[cfg(feature = "opendal")]
     opendal_memory

@@ -68,9 +68,16 @@ pub struct BenchArgs {
     /// Bytes per entry.
     #[arg(long, default_value_t = 1024, value_parser = clap::value_parser!(u32).range(1..=16_777_216))]
     payload: u32,
-    /// Regions the writers spread over (writer i appends to region i mod R).
-    #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u64).range(1..))]
+    /// Regions the writers spread over (see --region-spread).
+    #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u64).range(1..=100_000_000))]
     regions: u64,
+    /// How appends pick their region: `writer` (writer i appends to region
+    /// i mod R, so regions never outnumber writers), `uniform` (every
+    /// append picks one of the R regions at random) or `zipf` (at random,
+    /// skewed: region k with weight 1/(k+1), so a few regions are hot and
+    /// most are rarely written).
+    #[arg(long, value_enum, default_value = "writer")]
+    region_spread: Spread,
     /// When appends return.
     #[arg(long, value_enum, default_value = "durable")]
     ack_mode: AckModeArg,
@@ -178,10 +185,88 @@ async fn bench(
 impl BenchArgs {
     fn describe(&self) -> String {
         format!(
-            "writers {}, payload {} B, regions {}, {} rounds of {} s",
-            self.writers, self.payload, self.regions, self.rounds, self.seconds
+            "writers {}, payload {} B, regions {} ({}), {} rounds of {} s",
+            self.writers,
+            self.payload,
+            self.regions,
+            self.region_spread.describe(),
+            self.rounds,
+            self.seconds
         )
     }
+}
+
+/// How appends pick their region (`--region-spread`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum Spread {
+    /// Writer i appends to region i mod R.
+    Writer,
+    /// Each append picks one of the R regions, uniformly at random.
+    Uniform,
+    /// Each append picks region k with weight 1/(k+1) (Zipf, exponent 1).
+    Zipf,
+}
+
+impl Spread {
+    fn describe(self) -> &'static str {
+        match self {
+            Spread::Writer => "writer i on region i mod R",
+            Spread::Uniform => "each append on a uniformly random region",
+            Spread::Zipf => "each append on a random region, Zipf 1/(k+1)",
+        }
+    }
+}
+
+/// One writer's choice of regions: fixed, or drawn from a seeded generator.
+struct Regions {
+    spread: Spread,
+    fixed: u64,
+    count: u64,
+    /// Zipf: the cumulative weights of regions 0..R.
+    cumulative: Arc<[f64]>,
+    rng: rand::rngs::SmallRng,
+}
+
+impl Regions {
+    fn new(spread: Spread, writer: u64, count: u64, cumulative: Arc<[f64]>) -> Self {
+        use rand::SeedableRng;
+        Regions {
+            spread,
+            fixed: writer % count,
+            count,
+            cumulative,
+            rng: rand::rngs::SmallRng::seed_from_u64(0x5eed ^ writer),
+        }
+    }
+
+    /// The region of the next append.
+    fn next(&mut self) -> u64 {
+        use rand::Rng;
+        match self.spread {
+            Spread::Writer => self.fixed,
+            Spread::Uniform => self.rng.random_range(0..self.count),
+            Spread::Zipf => {
+                let total = self.cumulative.last().copied().unwrap_or(0.0);
+                let x = self.rng.random_range(0.0..total.max(f64::MIN_POSITIVE));
+                let k = self.cumulative.partition_point(|&c| c <= x);
+                (k as u64).min(self.count - 1)
+            }
+        }
+    }
+}
+
+/// The cumulative Zipf weights of `count` regions (empty unless `zipf`).
+fn zipf_table(spread: Spread, count: u64) -> Arc<[f64]> {
+    if spread != Spread::Zipf {
+        return Arc::from(Vec::new());
+    }
+    let mut sum = 0.0;
+    (0..count)
+        .map(|k| {
+            sum += 1.0 / (k as f64 + 1.0);
+            sum
+        })
+        .collect()
 }
 
 fn config(args: &BenchArgs) -> Result<Config, CliError> {
@@ -270,10 +355,11 @@ async fn round(
     let budget = config.max_unpersisted_bytes / u64::from(args.writers);
     let in_flight = (budget / u64::from(args.payload)).max(2);
     let mut writers = tokio::task::JoinSet::new();
+    let cumulative = zipf_table(args.region_spread, args.regions);
     for w in 0..u64::from(args.writers) {
         let writer = Writer {
             wal: wal.clone(),
-            region: w % args.regions,
+            regions: Regions::new(args.region_spread, w, args.regions, cumulative.clone()),
             payload: payload.clone(),
             deadline,
             in_flight,
@@ -338,7 +424,7 @@ fn tick(
 
 struct Writer {
     wal: Wal,
-    region: u64,
+    regions: Regions,
     payload: Bytes,
     deadline: Instant,
     /// Enqueued mode: appends that may be not yet durable.
@@ -348,15 +434,17 @@ struct Writer {
 }
 
 impl Writer {
-    async fn run(self) -> Result<WriterStats, objwal::Error> {
+    async fn run(mut self) -> Result<WriterStats, objwal::Error> {
         let mut stats = WriterStats::default();
         let mut barriers = FuturesOrdered::new();
         let mut since_barrier = 0u64;
+        let mut last = None;
         while Instant::now() < self.deadline {
+            let region = self.regions.next();
             let sent = Instant::now();
             let ids = self
                 .wal
-                .append(vec![(self.region, self.payload.clone())])
+                .append(vec![(region, self.payload.clone())])
                 .await?;
             stats.latencies.push(sent.elapsed().as_nanos() as u64);
             stats.appends += 1;
@@ -364,12 +452,15 @@ impl Writer {
             if !self.enqueued {
                 continue;
             }
+            last = ids.last().map(|&id| (region, id));
             // A durability barrier every half budget; at most two pending.
+            // Objects become durable in order, so the writer's last id
+            // covers all it appended before.
             since_barrier += 1;
             if since_barrier * 2 >= self.in_flight {
                 since_barrier = 0;
                 if let Some(&id) = ids.last() {
-                    let (wal, region) = (self.wal.clone(), self.region);
+                    let wal = self.wal.clone();
                     barriers.push_back(async move { wal.wait_durable(region, id).await }.boxed());
                 }
             }
@@ -382,10 +473,9 @@ impl Writer {
                 done?;
             }
         }
-        if self.enqueued {
-            let (wal, region) = (self.wal.clone(), self.region);
-            let last = wal.latest_entry_id(region);
-            barriers.push_back(async move { wal.wait_durable(region, last).await }.boxed());
+        if let Some((region, id)) = last {
+            let wal = self.wal.clone();
+            barriers.push_back(async move { wal.wait_durable(region, id).await }.boxed());
         }
         while let Some(done) = barriers.next().await {
             done?;

@@ -35,6 +35,9 @@ impl Actor {
             }
             indexed = true;
             debug_assert!(self.catalog.check_invariants().is_ok());
+            for (region, through) in &sealed.releases {
+                self.regions.release_indexed(*region, *through);
+            }
             self.metrics
                 .seal_to_durable
                 .record(sealed.sealed_at.elapsed().as_secs_f64());

@@ -141,6 +141,7 @@ impl Actor {
             self.open = Some(Open {
                 batch: OpenBatch::new(self.next_sequence, now),
                 waiters: Vec::new(),
+                gathered: false,
             });
             self.next_sequence += 1;
         }
@@ -218,12 +219,12 @@ impl Actor {
                 id.min(durable)
             }
         };
-        if mark > self.regions.watermark(region) {
+        if mark > self.catalog.watermark(region) {
             // Rides with the next object (rfcs/0005, "Flush marks").
             let slot = self.marks.entry(region).or_insert(mark);
             *slot = (*slot).max(mark);
         }
-        self.regions.obsolete(region, mark);
+        self.catalog.set_watermark(region, mark);
         // New ids must never fall at or below a watermark handed in (from
         // a previous life of the store, or another log's, as an import
         // does): ids admitted from now on lie above it. The next id of the
@@ -369,7 +370,7 @@ impl Actor {
             return Err(e.clone());
         }
         check_region(region)?;
-        let hidden = self.regions.hidden_through(region);
+        let hidden = self.hidden_through(region);
         let from = from.max(hidden.saturating_add(1));
         Ok(SegmentPage {
             segments: self.catalog.segments_from(region, from, limit),
@@ -405,6 +406,7 @@ impl Actor {
             return;
         }
         let through = self.regions.release(region, self.catalog.last_id(region));
+        self.pins.released(region);
         if let Some(failing) = &self.backlog.failing {
             // Kept coalesced (one record per region), sealed on the first
             // tick after a create succeeds. The reclaim boundary does not

@@ -191,6 +191,9 @@ impl Waiter {
 pub(crate) struct Open {
     batch: OpenBatch,
     waiters: Vec<Waiter>,
+    /// Whether an early seal gathered the commands queued behind it already
+    /// (group commit, once per batch).
+    gathered: bool,
 }
 
 /// An append held back by the backlog bounds (enqueued mode).
@@ -297,8 +300,18 @@ impl Actor {
         let hedge_budget = config
             .hedge_creates
             .budget(launch.storage.charges_per_request());
-        let boundary = launch.catalog.tip().map_or(0, |t| t.reclaim_boundary);
-        let collected = launch.catalog.objects().next().map_or(0, |o| o.sequence);
+        let mut catalog = launch.catalog;
+        // The engine handed the durable flush marks in before the restart:
+        // they are its watermarks until it hands in newer ones.
+        let marked: Vec<_> = catalog.marked().collect();
+        for (region, mark) in marked {
+            catalog.set_watermark(region, mark);
+        }
+        if config.max_pinned_objects > 0 {
+            catalog.track_changes();
+        }
+        let boundary = catalog.tip().map_or(0, |t| t.reclaim_boundary);
+        let collected = catalog.objects().next().map_or(0, |o| o.sequence);
         debug_assert!(config.max_inflight_creates as u64 <= super::protocol::WINDOW);
         Actor {
             policy: SealPolicy::new(config.max_batch_bytes, config.flush_interval, budget),
@@ -309,8 +322,8 @@ impl Actor {
             metrics,
             ledger: ledger::Ledger::new(shared.clone()),
             shared,
-            regions: regions::Regions::recovered(&launch.catalog),
-            catalog: launch.catalog,
+            regions: regions::Regions::recovered(&catalog),
+            catalog,
             open: None,
             seal_at: None,
             next_sequence: launch.next_sequence,
@@ -335,7 +348,7 @@ impl Actor {
     pub(crate) async fn run(mut self, rx: flume::Receiver<Command>) {
         self.maybe_collect();
         loop {
-            self.progress();
+            self.progress(&rx);
             if self.stop_is_complete() {
                 let result = self.finish_stop();
                 // Creates of a backlog the stop gave up on: a stopped store
@@ -404,8 +417,7 @@ impl Actor {
             }
             Command::Stop { reply } => self.on_stop(reply),
             Command::Regions { reply } => {
-                let (watermarks, released) = self.regions.tables();
-                let _ = reply.send(Ok(self.catalog.region_infos(watermarks, released)));
+                let _ = reply.send(Ok(self.catalog.region_infos(self.regions.released())));
             }
             Command::Pinning { reply } => {
                 let _ = reply.send(self.on_pinning());
@@ -426,13 +438,13 @@ impl Actor {
 
     /// After every event: start what may start, then let the policy seal
     /// (and start again for what it sealed).
-    fn progress(&mut self) {
+    fn progress(&mut self, rx: &flume::Receiver<Command>) {
         loop {
             if self.poisoned.is_some() {
                 return;
             }
             self.start_creates();
-            if !self.apply_policy() {
+            if !self.apply_policy(rx) {
                 break;
             }
         }
@@ -517,6 +529,14 @@ impl Actor {
             pass.abort();
         }
         tracing::debug!(prefix = %self.prefix, "every handle dropped; the actor ends");
+    }
+
+    /// Entries of `region` at or below this are hidden from reads: the
+    /// higher of the engine's watermark and the region's release.
+    fn hidden_through(&self, region: RegionId) -> EntryId {
+        self.catalog
+            .watermark(region)
+            .max(self.regions.released_through(region))
     }
 
     /// Payload bytes admitted but not yet durable.

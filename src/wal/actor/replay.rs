@@ -23,8 +23,7 @@ impl Actor {
         for (region, _) in wanted {
             check_region(*region)?;
         }
-        let regions = &self.regions;
-        let hidden = |region| regions.hidden_through(region);
+        let hidden = |region| self.hidden_through(region);
         Ok(ReplayPage {
             objects: self.catalog.replay_page(wanted, hidden, after, limit),
             hidden: wanted.iter().map(|&(region, _)| hidden(region)).collect(),

@@ -21,9 +21,10 @@ use super::pipeline::{CreateDone, FlightState, Sealed, Void};
 use super::{Actor, Failing};
 
 impl Actor {
-    /// Asks the policy about the open batch and seals when it says so;
-    /// whether it sealed.
-    pub(super) fn apply_policy(&mut self) -> bool {
+    /// Asks the policy about the open batch and seals when it says so, or
+    /// gathers the commands queued in `rx` first (group commit); whether it
+    /// did either (then it is asked again).
+    pub(super) fn apply_policy(&mut self, rx: &flume::Receiver<super::Command>) -> bool {
         self.seal_at = None;
         let Some(open) = self.open.as_ref().filter(|o| !o.batch.is_empty()) else {
             return false;
@@ -31,12 +32,20 @@ impl Actor {
         let state = OpenState {
             encoded_bytes: open.batch.encoded_bytes(),
             opened_at: open.batch.opened_at,
+            gathered: open.gathered,
         };
         let can_start = self.backlog.failing.is_none()
             && self.pipeline.could_start(self.config.max_inflight_creates);
-        match self.policy.decide(Instant::now(), Some(state), can_start) {
+        match self
+            .policy
+            .decide(Instant::now(), Some(state), can_start, rx.len())
+        {
             Decision::Seal(reason) => {
                 self.seal(reason);
+                true
+            }
+            Decision::Gather(n) => {
+                self.gather(rx, n);
                 true
             }
             Decision::WaitUntil(at) => {
@@ -44,6 +53,22 @@ impl Actor {
                 false
             }
             Decision::Idle => false,
+        }
+    }
+
+    /// Group commit: handles up to `n` commands already queued before the
+    /// open batch is sealed early, so that appends that arrived while the
+    /// actor was busy share its object (rfcs/0008, "Group commit"). Only
+    /// what is queued now: nothing here waits.
+    fn gather(&mut self, rx: &flume::Receiver<super::Command>, n: usize) {
+        if let Some(open) = self.open.as_mut() {
+            open.gathered = true;
+        }
+        for _ in 0..n {
+            match rx.try_recv() {
+                Ok(command) => self.handle(command),
+                Err(_) => return,
+            }
         }
     }
 
@@ -87,7 +112,7 @@ impl Actor {
         let entries = batch.entries;
         let payload_bytes = batch.payload_bytes;
         let opened_at = batch.opened_at;
-        let last_ids: Vec<_> = batch.last_ids().collect();
+        let last_ids = batch.last_ids();
         let releases = batch.releases.clone();
         let marks = batch.mark_records();
         let jump = batch.jump.is_some();
@@ -167,12 +192,10 @@ impl Actor {
             let slot = sealed.entry(*region).or_insert(0);
             *slot = (*slot).max(*through);
         }
-        let regions = &self.regions;
-        let live = self.catalog.first_live_sequence(|region| {
-            regions
-                .watermark(region)
-                .max(sealed.get(&region).copied().unwrap_or(0))
-        });
+        // The catalog's live index knows the engine's watermarks and the
+        // indexed records; the records sealed since only raise a few
+        // regions' (rfcs/0005, "The reclaim boundary at scale").
+        let live = self.catalog.first_live(&sealed);
         let pending = self.pipeline.front().map(|s| s.sequence);
         [live, pending, Some(sequence)]
             .into_iter()

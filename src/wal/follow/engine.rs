@@ -432,7 +432,7 @@ impl Engine {
     /// told, a release ends the region.
     fn learn_hidden(&mut self, region: RegionId) {
         let hidden = self.catalog.hidden_through(region);
-        let released = self.catalog.released().contains_key(&region);
+        let released = self.catalog.is_released(region);
         let Some(wanted) = self.regions.get_mut(&region) else {
             return;
         };

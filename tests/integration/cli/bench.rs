@@ -267,3 +267,54 @@ fn every_command_takes_a_config_file_its_options_override() {
     assert_exit(&o, 2);
     assert!(stderr(&o).contains("none.toml"), "{}", stderr(&o));
 }
+
+/// Appends spread over more regions than writers, uniformly and skewed:
+/// the setup line says how, and the rounds run.
+#[test]
+fn bench_spreads_appends_over_regions_independently_of_the_writers() {
+    for (spread, says) in [("uniform", "uniformly random region"), ("zipf", "Zipf")] {
+        let o = objwal(&[
+            "bench",
+            "--store",
+            "memory://",
+            "--writers",
+            "4",
+            "--regions",
+            "10000",
+            "--region-spread",
+            spread,
+            "--seconds",
+            "0.3",
+            "--rounds",
+            "1",
+        ]);
+        assert_exit(&o, 0);
+        let out = stdout(&o);
+        assert!(out.contains("regions 10000"), "{out}");
+        assert!(out.contains(says), "{spread}: {out}");
+        assert!(out.contains("appends/s"), "{out}");
+    }
+    let o = objwal(&["bench", "--store", "memory://", "--region-spread", "hot"]);
+    assert_exit(&o, 2);
+}
+
+/// `bench-replay regions` opens a log of many idle regions against one of
+/// few and reports the open time and the heap held per idle region.
+#[test]
+fn bench_replay_regions_reports_open_time_and_memory_per_region() {
+    let o = objwal(&[
+        "bench-replay",
+        "regions",
+        "--regions",
+        "2000",
+        "--regions-per-object",
+        "500",
+        "--runs",
+        "1",
+    ]);
+    assert_exit(&o, 0);
+    let out = stdout(&o);
+    for figure in ["open time:", "with 2000 regions", "heap held:"] {
+        assert!(out.contains(figure), "{figure:?} missing from:\n{out}");
+    }
+}

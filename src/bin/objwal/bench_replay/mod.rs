@@ -9,6 +9,9 @@
 //!   objects: tail bytes read against the footers' bytes, and time.
 //! - `pinning` ([`pinning`]): one cold region among hot ones, with and
 //!   without flush requests: the objects the prefix holds.
+//! - `regions` ([`regions`]): the open of a log of many idle regions
+//!   against a log of few: open time and heap held per idle region
+//!   (issue 23).
 //!
 //! The machine may be shared and noisy, so every scenario runs its
 //! variants interleaved, `--runs` times, and reports medians and the ratio
@@ -22,6 +25,7 @@ use crate::CliResult;
 
 mod open;
 mod pinning;
+mod regions;
 mod restart;
 
 /// Arguments of `objwal bench-replay`.
@@ -40,6 +44,9 @@ enum Scenario {
     /// One cold region among hot ones: objects held with and without flush
     /// requests.
     Pinning(pinning::PinningArgs),
+    /// A log of many idle regions against one of few: open time and heap
+    /// held per idle region.
+    Regions(regions::RegionsArgs),
 }
 
 /// Runs the scenario.
@@ -49,6 +56,7 @@ pub async fn run(prefix: &str, args: BenchReplayArgs) -> CliResult {
         Scenario::Restart(args) => restart::run(prefix, args).await,
         Scenario::Open(args) => open::run(prefix, args).await,
         Scenario::Pinning(args) => pinning::run(prefix, args).await,
+        Scenario::Regions(args) => regions::run(prefix, args).await,
     }
 }
 
