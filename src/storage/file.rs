@@ -90,6 +90,9 @@ struct Inner {
     /// Test hook: directory fsyncs still to fail.
     #[cfg(any(test, feature = "testing"))]
     fail_dir_syncs: std::sync::atomic::AtomicUsize,
+    /// Test hook: where the steps a power loss depends on are journaled.
+    #[cfg(any(test, feature = "testing"))]
+    journal: std::sync::OnceLock<super::power_loss::Journal>,
 }
 
 impl FileStorage {
@@ -120,6 +123,8 @@ impl FileStorage {
                 unnamed_temps: Mutex::new(std::collections::HashMap::new()),
                 #[cfg(any(test, feature = "testing"))]
                 fail_dir_syncs: std::sync::atomic::AtomicUsize::new(0),
+                #[cfg(any(test, feature = "testing"))]
+                journal: std::sync::OnceLock::new(),
             }),
         })
     }
@@ -136,6 +141,20 @@ impl FileStorage {
     #[cfg(test)]
     pub(crate) fn on_dir_sync(&self, hook: super::dir_sync::Hook) {
         self.inner.dir_syncs.set_hook(hook);
+    }
+
+    /// Test hook (feature `testing`): from now on, journal to `journal`
+    /// (appending) each step of a create that decides what a power loss
+    /// keeps, so that [`power_loss::apply`](super::power_loss::apply) can
+    /// turn the directory into what a power loss would leave after the
+    /// process is killed. A store journals to one file only.
+    #[cfg(any(test, feature = "testing"))]
+    pub fn record_power_loss(&self, journal: &Path) -> Result<(), StorageError> {
+        let opened = super::power_loss::Journal::create(journal).map_err(|e| io_error(e, None))?;
+        self.inner
+            .journal
+            .set(opened)
+            .map_err(|_| StorageError::permanent("this store already journals for a power loss"))
     }
 
     /// Test hook (feature `testing`): creates use named temporary files,
@@ -217,7 +236,9 @@ impl Inner {
             .ok_or_else(|| StorageError::permanent("key has no parent").with_key(key))?;
         self.ensure_dir(dir).map_err(err)?;
         let (temp, mut file) = self.create_temp(dir).map_err(err)?;
-        let written = file.write_all(data).and_then(|()| file.sync_all());
+        let written = file
+            .write_all(data)
+            .and_then(|()| self.sync_bytes(&file, key));
         if let Err(e) = written {
             drop(file);
             if let Some(tmp) = &temp {
@@ -244,7 +265,11 @@ impl Inner {
             }
         };
         let created = match linked {
-            Ok(()) => Created::New,
+            Ok(()) => {
+                #[cfg(any(test, feature = "testing"))]
+                self.journal(|j| j.linked(key));
+                Created::New
+            }
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
                 if fs::symlink_metadata(&path).map_err(err)?.is_dir() {
                     return Err(StorageError::permanent(
@@ -317,7 +342,31 @@ impl Inner {
         {
             return Err(io::Error::other("injected directory fsync failure (EIO)"));
         }
+        #[cfg(any(test, feature = "testing"))]
+        if let Some(journal) = self.journal.get() {
+            let below = dir.strip_prefix(&self.root).unwrap_or(dir);
+            let n = journal.dir_sync_starts(&below.to_string_lossy());
+            sync_dir(dir)?;
+            journal.dir_synced(n);
+            return Ok(());
+        }
         sync_dir(dir)
+    }
+
+    /// Fsyncs a new object's bytes before its link (journaled for the
+    /// power-loss simulation).
+    fn sync_bytes(&self, file: &File, _key: &str) -> io::Result<()> {
+        file.sync_all()?;
+        #[cfg(any(test, feature = "testing"))]
+        self.journal(|j| j.data_synced(_key));
+        Ok(())
+    }
+
+    #[cfg(any(test, feature = "testing"))]
+    fn journal(&self, step: impl FnOnce(&super::power_loss::Journal)) {
+        if let Some(journal) = self.journal.get() {
+            step(journal);
+        }
     }
 
     /// A new entry whose directory fsync failed is visible but not durable

@@ -43,6 +43,8 @@ mod url;
 
 #[cfg(any(test, feature = "testing"))]
 pub mod fault;
+#[cfg(any(test, feature = "testing"))]
+pub mod power_loss;
 
 #[cfg(feature = "object_store")]
 pub use self::object_store::ObjectStoreStorage;
