@@ -84,6 +84,16 @@
 //! encoder and decoder of objects; [`WalReader`] recovers a prefix without
 //! writing, for tools and for replaying another node's log.
 //!
+//! The source tree shows the paths. Under `src/wal/`: `write/` holds the
+//! actor and what only it uses (steps 1-5, 8, 9: the open batch, the sealing
+//! policy, the pipeline, acknowledgement, collection, releases, marks);
+//! `open/` is recovery, quarantine and damage (steps 6, 7); `read/` is
+//! per-region reads, bulk replay and the follower on one segment source
+//! (step 10); `handoff/` moves a region from another log; `protocol/` is the
+//! floor write and open share (the fencing rules, one create, the epoch
+//! claim, retries). Beside `wal/`: `catalog/` (the index of objects),
+//! `format/`, `storage/` (the backends), `config/`.
+//!
 //! # Invariants
 //!
 //! Each is named once, here and in the RFC that argues it (`rfcs/`), and
@@ -259,8 +269,8 @@
 //! | feature | what it adds |
 //! | --- | --- |
 //! | `cli` (default) | the `objwal` command line: `demo`, `inspect`, `verify`, `dump`, `tail`, `bench` |
-//! | `object_store` | [`Storage::from_object_store`]; `s3://` URLs through object_store |
-//! | `opendal` | [`Storage::from_opendal`]; `gs://` and `azblob://` URLs, and `s3://` when `object_store` is off (or with `?adapter=opendal`) |
+//! | `object_store` | `Storage::from_object_store`; `s3://` URLs through object_store |
+//! | `opendal` | `Storage::from_opendal`; `gs://` and `azblob://` URLs, and `s3://` when `object_store` is off (or with `?adapter=opendal`) |
 //! | `testing` | `storage::fault`: the fault-injecting storage wrapper |
 //!
 //! A library user without the command line depends on

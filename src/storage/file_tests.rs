@@ -115,7 +115,7 @@ fn io_errors_map_to_kinds() {
 /// so the read-back finds nothing and a repeated create writes it afresh.
 #[tokio::test]
 async fn a_failed_directory_fsync_is_never_read_back_as_durable() {
-    use crate::wal::create::{create_object, CreateOutcome};
+    use crate::wal::protocol::create::{create_object, CreateOutcome};
     let dir = tempfile::tempdir().unwrap();
     let files = FileStorage::open(dir.path()).unwrap();
     let storage = crate::Storage::new(files.clone());

@@ -7,8 +7,8 @@
 use bytes::Bytes;
 use tokio::time::Instant;
 
-use super::batch::OpenBatch;
 use crate::format::{Header, Object};
+use crate::wal::write::batch::OpenBatch;
 use crate::{EntryId, RegionId};
 
 /// An open batch, as the actor holds it.

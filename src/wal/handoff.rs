@@ -21,6 +21,7 @@
 //! that; the call returns once all of them are durable and indexed, in both
 //! ack modes.
 
+pub(crate) mod takeover;
 use futures::StreamExt;
 
 use bytes::Bytes;

@@ -1,9 +1,21 @@
-//! The log store: the public handle, its actor, the batch, the upload
-//! pipeline, recovery and the read path.
+//! The log store: the public handles and the three paths behind them.
 //!
-//! A [`Wal`] is a cheap handle to one actor task (`actor`) that owns all
-//! mutable state. [`WalReader`] recovers the same catalog without writing,
-//! for tools and for replaying another node's log.
+//! A [`Wal`] is a cheap handle to one actor task that owns all mutable
+//! state. [`WalReader`] recovers the same catalog without writing, for
+//! tools and for replaying another node's log. The folders show the paths:
+//!
+//! - `write/`: an append, from admission through the actor, the open batch
+//!   and the sealing policy to its acknowledgement; collection, releases
+//!   and flush marks;
+//! - `open/`: recovery, quarantine and what they leave out of replay;
+//! - `read/`: reads, bulk replay and the follower, on one segment source;
+//! - `handoff/`: a region moved from another node's log, by copy or by
+//!   following;
+//! - `protocol/`: the floor under write and open: the fencing rules, one
+//!   create, the epoch claim, retries.
+//!
+//! A path calls the floors below it (write and open call protocol; read
+//! calls open; handoff calls read and the handle), never one above.
 
 use std::sync::{Arc, Mutex, OnceLock};
 
@@ -14,45 +26,41 @@ use tokio::sync::oneshot;
 use tokio::time::Instant;
 use tracing::Instrument;
 
-use crate::catalog::{Catalog, IndexedObject, RegionInfo};
+use crate::catalog::{Catalog, RegionInfo};
 use crate::config::Config;
 use crate::error::Error;
-use crate::format;
 use crate::metrics::StoreMetrics;
 use crate::storage::keys::Prefix;
 use crate::storage::Storage;
 use crate::{EntryId, RegionId};
 
-mod actor;
-mod batch;
 #[doc(hidden)]
 pub mod bench_support;
-pub(crate) mod create;
-pub mod damage;
-mod fence;
-mod follow;
-mod handoff;
-mod open_mode;
-mod policy;
-mod pressure;
-mod protocol;
-mod quarantine;
-mod reader;
-mod recovery;
-mod replay;
-mod retry;
+pub(crate) mod handoff;
+pub(crate) mod open;
+pub(crate) mod protocol;
+pub(crate) mod read;
 mod runtime;
-mod takeover;
-mod traced;
+pub(crate) mod write;
 
-use actor::{Actor, Command, Start};
-use damage::Damage;
-pub use follow::Follower;
+/// What recovery left out of replay (used by the CLI's `health` and
+/// `repair`, and by tests).
+#[doc(hidden)]
+pub use open::damage;
+
+pub use handoff::takeover::{Takeover, TakeoverProgress};
 pub use handoff::Imported;
-pub use pressure::FlushRequest;
-use reader::{Holes, ReadContext, SegmentPage, SegmentSource};
-use replay::ReplayPage;
-pub use takeover::{Takeover, TakeoverProgress};
+use open::damage::Damage;
+use open::{open_mode, recovery};
+use protocol::{fence, retry, rules};
+pub use read::follow::Follower;
+use read::source::ReplayPage;
+use read::source::{Holes, ReadContext, SegmentPage, SegmentSource};
+pub use read::wal_reader::WalReader;
+use read::{reader, traced};
+use write::actor;
+pub use write::actor::pinning::FlushRequest;
+use write::actor::{Actor, Command, Start};
 
 /// One entry of a region.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -274,7 +282,7 @@ impl Wal {
                 &config,
             )
             .await?;
-            protocol::start_sequence(blocked, listed, epoch)
+            rules::start_sequence(blocked, listed, epoch)
         };
         let start =
             recovery::write_start_object(&storage, &prefix, epoch, first, &mut catalog).await?;
@@ -297,7 +305,7 @@ impl Wal {
             config,
             epoch,
             catalog,
-            next_sequence: protocol::next_key(start, None),
+            next_sequence: rules::next_key(start, None),
             markers: recovered.markers,
             damage: Arc::new(recovered.damage),
         }))
@@ -598,162 +606,6 @@ async fn ask<T>(
         return Err(shared.unanswered());
     }
     answer.await.map_err(|_| shared.unanswered())?
-}
-
-/// A read-only view of a prefix: recovers the catalog without writing
-/// anything (no start object, no fencing of a live writer).
-#[derive(Clone)]
-pub struct WalReader {
-    catalog: Arc<Catalog>,
-    read: ReadContext,
-    orphans: Arc<Vec<u64>>,
-    damage: Arc<Damage>,
-    /// How its followers poll.
-    follow: follow::Settings,
-}
-
-impl std::fmt::Debug for WalReader {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("WalReader")
-            .field("prefix", &self.read.prefix.as_str())
-            .field("objects", &self.catalog.len())
-            .finish_non_exhaustive()
-    }
-}
-
-impl WalReader {
-    /// Recovers the catalog of `prefix` as it is now, writing nothing.
-    ///
-    /// `config` is validated whole, as for [`Wal::open`]; the settings that
-    /// concern reading take effect, for the open and for every later read
-    /// of this reader (and of an [`import_region`](Wal::import_region) that
-    /// uses it as its source):
-    ///
-    /// | setting | effect on a reader |
-    /// | --- | --- |
-    /// | `request_timeout` | every storage request that does not answer in time fails with a retryable error |
-    /// | `recovery_concurrency` | tails read at once by this open |
-    /// | `on_damaged_object` | whether a damaged object fails this open or is left out as holes |
-    /// | `on_corrupted_segment` | whether a read skips a corrupted segment (a hole) or fails |
-    /// | `replay_concurrency`, `replay_buffer_bytes` | reads in flight and bytes held by `read` and `replay` |
-    /// | `follow_interval`, `follow_max_interval` | how often a [`follow`](Self::follow)er polls |
-    ///
-    /// The other settings govern writing (batching, acknowledgement,
-    /// creates, their retries, collection, flush requests) and do not apply
-    /// to a reader, which writes nothing and retries nothing: a failed
-    /// request is returned to the caller, who may repeat the call.
-    pub async fn open(storage: Storage, prefix: &str, config: Config) -> Result<WalReader, Error> {
-        config.validate()?;
-        let prefix = Prefix::new(prefix)?;
-        let storage = storage.with_request_timeout(config.request_timeout);
-        let recovered = recovery::recover_with(&storage, &prefix, &config).await?;
-        let metrics = StoreMetrics::new(prefix.as_str());
-        recovered.damage.set_gauges(&metrics);
-        Ok(WalReader {
-            catalog: Arc::new(recovered.catalog),
-            orphans: Arc::new(recovered.selection.orphans),
-            damage: Arc::new(recovered.damage),
-            follow: follow::Settings {
-                interval: config.follow_interval,
-                max_interval: config.follow_max_interval,
-                damage_policy: config.on_damaged_object,
-                listing_concurrency: config.recovery_concurrency,
-            },
-            read: ReadContext {
-                metrics,
-                storage,
-                prefix,
-                policy: config.on_corrupted_segment,
-                holes: Arc::new(Holes::default()),
-                concurrency: config.replay_concurrency,
-                buffer_bytes: config.replay_buffer_bytes,
-            },
-        })
-    }
-
-    /// The entries of `region` with id >= `from`, in id order (released
-    /// regions read as empty).
-    pub fn read(
-        &self,
-        region: RegionId,
-        from: EntryId,
-    ) -> impl Stream<Item = Result<Entry, Error>> + Send + 'static {
-        let entries = reader::read(self.catalog.clone(), self.read.clone(), region, from);
-        let entries = self.damage.guard(self.read.policy, region, from, entries);
-        traced::Traced::new(tracing::debug_span!("read", region, from), entries)
-    }
-
-    /// The largest indexed entry id of `region`; 0 when it has none.
-    pub fn latest_entry_id(&self, region: RegionId) -> EntryId {
-        self.catalog.last_id(region)
-    }
-
-    /// What the prefix holds per region (see [`RegionInfo`]), in region
-    /// order: every region with an indexed segment or an indexed release.
-    /// A reader knows no engine watermarks, so `watermark` is the
-    /// released-through id of released regions and 0 otherwise.
-    pub fn regions(&self) -> Vec<RegionInfo> {
-        self.catalog.region_infos([])
-    }
-
-    /// The indexed objects, by sequence.
-    pub fn objects(&self) -> Vec<IndexedObject> {
-        self.catalog.objects().cloned().collect()
-    }
-
-    /// The sequences of objects present but not on the tip's chain.
-    pub fn orphans(&self) -> &[u64] {
-        &self.orphans
-    }
-
-    /// What `region` misses: the entries of damaged objects recovery left
-    /// out of replay, and the corrupted segments the reads of this reader
-    /// skipped.
-    pub fn holes(&self, region: RegionId) -> Vec<Hole> {
-        let mut holes = self.damage.holes(region);
-        holes.extend(self.read.holes.of(region));
-        holes
-    }
-}
-
-impl SegmentSource for Catalog {
-    fn deleted(&self, _sequence: u64) -> BoxFuture<'static, Result<bool, Error>> {
-        // A reader never collects: a missing object is an error for it.
-        Box::pin(async { Ok(false) })
-    }
-
-    fn page(
-        &self,
-        region: RegionId,
-        from: EntryId,
-        limit: usize,
-    ) -> BoxFuture<'static, Result<SegmentPage, Error>> {
-        let watermark = self.hidden_through(region);
-        let from = from.max(watermark.saturating_add(1));
-        let page = if format::is_reserved_region(region) {
-            SegmentPage::default()
-        } else {
-            SegmentPage {
-                segments: self.segments_from(region, from, limit),
-                watermark,
-            }
-        };
-        Box::pin(async move { Ok(page) })
-    }
-
-    fn replay_page(
-        &self,
-        wanted: Arc<[(RegionId, EntryId)]>,
-        after: u64,
-        limit: usize,
-    ) -> BoxFuture<'static, Result<ReplayPage, Error>> {
-        let hidden = |region| self.hidden_through(region);
-        let page = ReplayPage {
-            objects: self.replay_page(&wanted, hidden, after, limit),
-            hidden: wanted.iter().map(|&(region, _)| hidden(region)).collect(),
-        };
-        Box::pin(async move { Ok(page) })
-    }
 }
 
 #[cfg(test)]

@@ -495,7 +495,7 @@ async fn an_encode_failure_counts_the_acknowledged_entries_it_loses() {
         .append(vec![(1, b("acked")), (1, b("acked too"))])
         .await
         .unwrap();
-    crate::wal::actor::test_hooks::fail_encode(&t.prefix, format::sequence_of(ids[0]));
+    crate::wal::write::actor::test_hooks::fail_encode(&t.prefix, format::sequence_of(ids[0]));
     let err = wal.flush().await.unwrap_err();
     assert!(err.is_poisoned(), "{err}");
     let stopped = wal.stop().await.unwrap_err();

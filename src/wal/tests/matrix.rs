@@ -284,7 +284,7 @@ async fn same_epoch_object() {
 async fn catalog_rejects() {
     let t = Bench::new("m-catalog", config());
     t.open().await.stop().await.unwrap();
-    let recovered = crate::wal::recovery::recover(&t.storage, &prefix(&t), 4)
+    let recovered = crate::wal::open::recovery::recover(&t.storage, &prefix(&t), 4)
         .await
         .unwrap();
     let mut catalog = recovered.catalog;
@@ -399,7 +399,7 @@ async fn footer_fetch_fails_at_open() {
     let size = inner.list(&key).await.unwrap()[0].size;
     let tail = inner.read(&key, size - 80..size).await.unwrap();
     let footer_offset = u64::from_le_bytes(tail[40..48].try_into().unwrap());
-    assert!(footer_offset < size - super::super::recovery::TailWindow::default().len());
+    assert!(footer_offset < size - crate::wal::open::tail::TailWindow::default().len());
     fail.offset
         .store(footer_offset, std::sync::atomic::Ordering::SeqCst);
     fail.remaining.store(1, std::sync::atomic::Ordering::SeqCst);

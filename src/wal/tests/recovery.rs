@@ -5,7 +5,7 @@ use crate::catalog::IndexedObject;
 use crate::format::{self, Header, Link, Object, ReleaseRecord, Segment};
 use crate::storage::keys::Prefix;
 use crate::storage::{Created, ObjectMeta, ObjectStorage, StorageError};
-use crate::wal::recovery::recover;
+use crate::wal::open::recovery::recover;
 use crate::WalReader;
 
 use super::*;
@@ -65,7 +65,7 @@ async fn a_linear_chain_is_indexed_whole() {
     // objects carry passed it and collection deleted it. Each reopen walks
     // to the key after the tip (its settle marker, an orphan) and starts a
     // window above it.
-    let start = |tip: u64| crate::wal::protocol::start_sequence(tip + 1, tip, 9);
+    let start = |tip: u64| crate::wal::protocol::rules::start_sequence(tip + 1, tip, 9);
     let (s2, s3) = (start(2), start(start(2) + 1));
     assert_eq!(r.selection.chain, vec![2, s2, s2 + 1, s3, s3 + 1]);
     assert!(r.selection.below_boundary.is_empty());
@@ -93,7 +93,7 @@ async fn orphans_below_and_above_the_tip_raise_the_next_sequence() {
     let ids = wal.append(vec![(1, b("new"))]).await.unwrap();
     assert_eq!(
         format::sequence_of(ids[0]),
-        crate::wal::protocol::start_sequence(5, 6, 2) + 1,
+        crate::wal::protocol::rules::start_sequence(5, 6, 2) + 1,
         "the walk settles 5; the start object lies a window above the listing"
     );
     wal.stop().await.unwrap();
@@ -118,7 +118,7 @@ async fn a_broken_tip_falls_back_to_the_latest_complete_object() {
     let tip = reader.objects().last().cloned().unwrap();
     assert_eq!(
         (tip.sequence, tip.epoch),
-        (crate::wal::protocol::start_sequence(3, 3, 3), 3)
+        (crate::wal::protocol::rules::start_sequence(3, 3, 3), 3)
     );
 }
 
@@ -212,7 +212,7 @@ async fn the_walk_adopts_an_earlier_epochs_late_object_and_fails_on_a_later_one(
                 // The walk adopted 2 and settled 3.
                 assert_eq!(
                     format::sequence_of(ids[0]),
-                    crate::wal::protocol::start_sequence(3, 1, 2) + 1,
+                    crate::wal::protocol::rules::start_sequence(3, 1, 2) + 1,
                 );
                 wal.stop().await.unwrap();
             }
@@ -311,7 +311,7 @@ async fn tail_recovery_builds_the_catalog_that_whole_decoding_builds() {
     // regions, the first tail larger than the window; never a segment read,
     // never a header read.
     assert_eq!(counts.read.requests, listed.len() as u64 + 1);
-    let window = crate::wal::recovery::TailWindow::default();
+    let window = crate::wal::open::tail::TailWindow::default();
     let mut expected = 0;
     for (meta, tail) in listed.iter().zip(tails) {
         expected += meta.size.min(window.len());

@@ -245,7 +245,7 @@ async fn a_dead_actor_is_never_a_clean_stop() {
     let t = Bench::new("r3-dead-actor", slow(mode(AckMode::Enqueued)));
     let wal = t.open().await;
     let ids = wal.append(vec![(1, b("acknowledged"))]).await.unwrap();
-    crate::wal::actor::test_hooks::panic_at_seal(&t.prefix, format::sequence_of(ids[0]));
+    crate::wal::write::actor::test_hooks::panic_at_seal(&t.prefix, format::sequence_of(ids[0]));
     let err = within(wal.flush()).await.unwrap_err();
     assert!(
         err.is_poisoned() && err.to_string().contains("died"),

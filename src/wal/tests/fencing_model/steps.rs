@@ -9,7 +9,7 @@ use std::fmt;
 
 use crate::catalog::chain::{self, ObjectSummary};
 use crate::format::{self, Header, Link};
-use crate::wal::protocol::{self, Taken};
+use crate::wal::protocol::rules::{self, Taken};
 
 use super::state::{bit, Batch, Flight, Ghost, Kind, Obj, Phase, Proc, State, KEYS};
 
@@ -46,7 +46,7 @@ impl Rules {
 #[derive(Clone, Copy, Debug)]
 pub(super) struct Bounds {
     pub(super) procs: usize,
-    /// The window (`protocol::WINDOW` in the code).
+    /// The window (`rules::WINDOW` in the code).
     pub(super) window: u8,
     pub(super) max_inflight: usize,
     /// Per process: batches it seals, failed creates, failed creates that
@@ -303,7 +303,7 @@ impl Model {
                 proc.prev = (key, proc.epoch);
                 // The real next key, from the jump record the batch carries.
                 let id = target.map(|t| format::entry_id(u64::from(t) - 1, 1));
-                proc.next = protocol::next_key(u64::from(key), id) as u8;
+                proc.next = rules::next_key(u64::from(key), id) as u8;
                 proc.seals -= 1;
                 if jump {
                     proc.jumps -= 1;
@@ -405,7 +405,7 @@ impl Model {
             let first = if listed == 0 {
                 u64::from(proc.epoch)
             } else {
-                protocol::start_sequence_with(
+                rules::start_sequence_with(
                     u64::from(listed_max) + 1,
                     u64::from(listed_max),
                     u64::from(proc.epoch),
@@ -430,7 +430,7 @@ impl Model {
             return;
         };
         let id = t.2.map(|j| format::entry_id(u64::from(j) - 1, 1));
-        let key = protocol::next_key(u64::from(t.0), id);
+        let key = rules::next_key(u64::from(t.0), id);
         if key > KEYS as u64 {
             s.procs[usize::from(p)].phase = Phase::Out;
             return;
@@ -439,7 +439,7 @@ impl Model {
         let found = s.keys[usize::from(key)];
         let stop = |s: &mut State| {
             let proc = &mut s.procs[usize::from(p)];
-            let first = protocol::start_sequence_with(
+            let first = rules::start_sequence_with(
                 u64::from(key),
                 u64::from(listed_max),
                 u64::from(epoch),
@@ -457,7 +457,7 @@ impl Model {
                 let header = header(key, &o);
                 if !listed_here && o.epoch > epoch && o.kind != Kind::Marker {
                     s.procs[usize::from(p)].phase = Phase::Dead; // fenced
-                } else if protocol::continues(&header, (u64::from(t.0), u64::from(t.1))) {
+                } else if rules::continues(&header, (u64::from(t.0), u64::from(t.1))) {
                     let proc = &mut s.procs[usize::from(p)];
                     proc.chain |= bit(key);
                     proc.phase = Phase::Walking {
@@ -504,7 +504,7 @@ impl Model {
                 s.procs[usize::from(p)].phase = Phase::Closing { start: key };
             }
             Some(o) => {
-                let taken = protocol::classify_taken(
+                let taken = rules::classify_taken(
                     u64::from(epoch),
                     Some(u64::from(o.epoch)),
                     o.kind == Kind::Marker,
@@ -565,7 +565,7 @@ impl Model {
             // Ours: the batch or its void (a late request of either).
             Some(o) if o.writer == p && o.epoch == epoch => Some(o.kind),
             Some(o) => {
-                let taken = protocol::classify_taken(
+                let taken = rules::classify_taken(
                     u64::from(epoch),
                     Some(u64::from(o.epoch)),
                     o.kind == Kind::Marker,

@@ -1,0 +1,443 @@
+//! Recovery around damage: classifying each listed object, keeping the chain
+//! whole across damaged objects, and naming what will not be replayed.
+//!
+//! A damaged object (its tail does not decode, its epoch is implausible, it
+//! holds another sequence than its key's) stays a link of the chain when
+//! something says where it stands: its own header, read from its first
+//! bytes when its tail is gone, or else a successor's link to it, from which
+//! its epoch is known and its predecessor is taken to be the nearest lower
+//! object of an epoch not above it (a warning names any sequences that
+//! assumption skips). On the chain it is indexed as a placeholder without
+//! segments, so reads pass over it, the next start object links through it
+//! and every later open finds it again. What it held becomes holes
+//! ([`crate::wal::open::damage`]).
+//!
+//! Pure except [`examine`] and [`learn`], which read one object.
+
+use std::collections::BTreeMap;
+
+use crate::catalog::chain::{ObjectSummary, Selection};
+use crate::catalog::{Catalog, IndexedObject};
+use crate::error::Error;
+use crate::format::{self, Header, Link, SegmentIndex, TailDecode};
+use crate::storage::{ObjectStorage, Storage, StorageError};
+
+use super::damage::{Damage, DamagedObject, UnreplayedObject};
+use super::tail::{check_plausible, read_tail_sized, RecoveredObject, TailWindow, TAIL_WINDOW};
+
+/// One listed object, as recovery found it.
+#[derive(Debug)]
+pub(crate) enum Examined {
+    /// Its tail decoded and is plausible.
+    Intact(RecoveredObject),
+    /// It is structurally damaged.
+    Damaged(Damaged),
+}
+
+/// A structurally damaged object and what could still be learned of it.
+#[derive(Debug)]
+pub(crate) struct Damaged {
+    pub(crate) key: String,
+    pub(crate) size: u64,
+    /// What recovery would have failed with.
+    pub(crate) error: Error,
+    /// Moved under `quarantine/` by `objwal repair`.
+    pub(crate) quarantined: bool,
+    /// Its header fields, when a decodable, plausible copy names its key's
+    /// sequence (from the tail, else from the header itself).
+    pub(crate) header: Option<Header>,
+    /// Its region segments, when its footer decodes.
+    pub(crate) segments: Option<Vec<SegmentIndex>>,
+}
+
+/// Looks an object recovery takes before it gives up on settling a
+/// verdict: a failure is believed (damage) only when two looks fail the
+/// same way, so one read gone wrong in transit never is.
+const LOOKS: usize = 3;
+
+/// What one look at an object's tail found.
+enum Look {
+    Intact(RecoveredObject),
+    /// Collected after the listing.
+    Gone,
+    /// It failed in a way its bytes decide: a tail that does not decode
+    /// (`misplaced: false`), or a tail that decodes but is implausible or
+    /// names another sequence (`misplaced: true`: nothing in it is trusted).
+    Damaged {
+        error: Error,
+        misplaced: bool,
+    },
+    /// The request failed.
+    Failed(Error),
+}
+
+/// Reads the tail of the object at `key` (with the open's learned
+/// `window`) and classifies it; `None` when it is gone (collected after the
+/// listing).
+///
+/// An object is damaged only when a second look fails the same way (the
+/// same ranges read, the same failure): one read corrupted in transit,
+/// followed by a read that decodes, is an intact object. A decode failure
+/// no second look confirms within [`LOOKS`] is a retryable error: recovery
+/// neither trusts the object nor calls it damaged (under
+/// `on_damaged_object = "quarantine"` damage means holes and, once the
+/// boundary passes it, deletion). A failed request (an answer cut short is
+/// one: `Storage::read` refuses it) is returned as it is, retryable when it
+/// is: it says nothing of the object, and the caller repeats the open.
+pub(crate) async fn examine(
+    storage: &Storage,
+    key: &str,
+    size: u64,
+    sequence: u64,
+    window: &TailWindow,
+) -> Result<Option<Examined>, Error> {
+    // Every look reads the same ranges: the same bytes fail the same way.
+    let window_len = size.min(window.len());
+    let mut failures: Vec<String> = Vec::new();
+    let mut last: Option<Error> = None;
+    for look in 1..=LOOKS {
+        let (error, misplaced) =
+            match look_once(storage, key, size, sequence, window_len, window).await {
+                Look::Intact(object) => {
+                    if let Some(error) = &last {
+                        tracing::warn!(key, look, %error,
+                        "an object's tail failed a read, then read intact: a read gone wrong \
+                         in transit, not damage");
+                    }
+                    return Ok(Some(Examined::Intact(object)));
+                }
+                Look::Gone => return Ok(None),
+                // A failed request says nothing of the bytes: the caller
+                // repeats the open (retries stay in one place).
+                Look::Failed(e) => return Err(e),
+                Look::Damaged { error, misplaced } => (error, misplaced),
+            };
+        let failure = error.to_string();
+        if !failures.contains(&failure) {
+            failures.push(failure);
+            last = Some(error);
+            continue;
+        }
+        let (header, segments) = if misplaced {
+            (None, None)
+        } else {
+            learn(storage, key, size, sequence).await?
+        };
+        return Ok(Some(Examined::Damaged(Damaged {
+            key: key.to_owned(),
+            size,
+            error,
+            quarantined: false,
+            header,
+            segments,
+        })));
+    }
+    let detail = last.map_or_else(String::new, |e| e.to_string());
+    Err(Error::Storage {
+        source: StorageError::transient(format!(
+            "{LOOKS} reads of its tail did not agree on what it holds (last: {detail}); \
+             neither trusted nor taken for damaged: repeat the open"
+        ))
+        .with_key(key),
+    })
+}
+
+/// One look at an object's tail, reading the last `window_len` bytes.
+async fn look_once(
+    storage: &Storage,
+    key: &str,
+    size: u64,
+    sequence: u64,
+    window_len: u64,
+    window: &TailWindow,
+) -> Look {
+    let object = match read_tail_sized(storage, key, size, window_len, window).await {
+        Ok(object) => object,
+        Err(Error::Storage { source }) if source.is_not_found() => return Look::Gone,
+        Err(error @ Error::Corrupted { .. }) => {
+            return Look::Damaged {
+                error,
+                misplaced: false,
+            }
+        }
+        Err(e) => return Look::Failed(e),
+    };
+    let header = object.tail.header();
+    let problem = check_plausible(key, header).err().or_else(|| {
+        (header.sequence != sequence).then(|| {
+            Error::recovery(format!(
+                "object {key} holds sequence {}, not the sequence of its key",
+                header.sequence
+            ))
+        })
+    });
+    match problem {
+        None => Look::Intact(object),
+        // A misplaced or implausible object: nothing in it is trusted.
+        Some(error) => Look::Damaged {
+            error,
+            misplaced: true,
+        },
+    }
+}
+
+/// What a damaged object still says of itself: the header fields and the
+/// region segments of a footer that decodes (the damage was elsewhere),
+/// else the header from its first bytes. Decoding failures are answers
+/// (`None`); storage failures are errors.
+pub(crate) async fn learn(
+    storage: &Storage,
+    key: &str,
+    size: u64,
+    sequence: u64,
+) -> Result<(Option<Header>, Option<Vec<SegmentIndex>>), Error> {
+    let trusted = |h: &Header| h.sequence == sequence && check_plausible(key, h).is_ok();
+    let window_start = size.saturating_sub(TAIL_WINDOW);
+    let window = storage.read(key, window_start..size).await?;
+    let tail = match format::decode_tail(&window, size) {
+        Ok(TailDecode::Complete(tail)) => Some(tail),
+        Ok(TailDecode::NeedFooter { trailer, footer }) => {
+            let bytes = storage.read(key, footer).await?;
+            format::decode_footer(trailer, &bytes).ok()
+        }
+        Err(_) => None,
+    };
+    if let Some(tail) = tail.filter(|t| trusted(t.header())) {
+        let segments = tail.region_segments().copied().collect();
+        return Ok((Some(*tail.header()), Some(segments)));
+    }
+    let header_len = format::HEADER_LEN as u64;
+    if size < header_len {
+        return Ok((None, None));
+    }
+    let bytes = storage.read(key, 0..header_len).await?;
+    let header = format::decode_header(&bytes).ok().filter(trusted);
+    Ok((header, None))
+}
+
+/// Chain selection over intact and damaged objects: the catalog of the
+/// tip's chain (damaged links as placeholders) and what is left out.
+pub(crate) fn assemble(
+    intact: &BTreeMap<u64, RecoveredObject>,
+    damaged: &BTreeMap<u64, Damaged>,
+    object_key: impl Fn(u64) -> String,
+) -> Result<(Catalog, Selection, Damage), Error> {
+    let mut summaries: BTreeMap<u64, ObjectSummary> =
+        intact.iter().map(|(s, o)| (*s, o.summary())).collect();
+    for (&sequence, d) in damaged {
+        if let Some(h) = d.header {
+            summaries.insert(sequence, summary(&h));
+        }
+    }
+    for (&sequence, d) in damaged.iter().filter(|(_, d)| d.header.is_none()) {
+        if let Some(s) = bridge(&summaries, sequence) {
+            if let Some(Link { sequence: p, .. }) = s.link.filter(|l| l.sequence + 1 < sequence) {
+                tracing::warn!(key = %d.key, predecessor = p,
+                    "a damaged object's predecessor is unknown: taking the nearest lower object; \
+                     sequences between them are absent (never created, or missing)");
+            }
+            summaries.insert(sequence, s);
+        }
+    }
+    let mut selection =
+        crate::catalog::chain::select(&summaries).map_err(|e| Error::recovery(e.to_string()))?;
+    // No sequence of a damaged object may be used again.
+    if let Some((&last, _)) = damaged.last_key_value() {
+        selection.max_sequence = selection.max_sequence.max(last);
+    }
+    let mut catalog = Catalog::new();
+    for sequence in &selection.chain {
+        let indexed = match (intact.get(sequence), damaged.get(sequence)) {
+            (Some(object), _) => object.indexed(),
+            (None, Some(d)) => placeholder(summaries.get(sequence), *sequence, d.size),
+            (None, None) => continue,
+        };
+        catalog
+            .insert(indexed)
+            .map_err(|e| Error::recovery(e.to_string()))?;
+    }
+    let boundary = selection.tip.map_or(0, |t| t.reclaim_boundary);
+    let damaged = damaged
+        .iter()
+        .map(|(&sequence, d)| DamagedObject {
+            key: d.key.clone(),
+            sequence,
+            reason: d.error.to_string(),
+            quarantined: d.quarantined,
+            segments: d.segments.clone(),
+            missing: sequence >= boundary
+                && (selection.chain.contains(&sequence) || !summaries.contains_key(&sequence)),
+        })
+        .collect();
+    let unreplayed = unreplayed(intact, &summaries, &selection, object_key);
+    Ok((
+        catalog,
+        selection,
+        Damage {
+            damaged,
+            unreplayed,
+        },
+    ))
+}
+
+fn summary(h: &Header) -> ObjectSummary {
+    ObjectSummary {
+        sequence: h.sequence,
+        epoch: h.epoch,
+        link: h.link,
+        reclaim_boundary: h.reclaim_boundary,
+    }
+}
+
+/// A summary for the damaged object of `sequence` whose header is unknown,
+/// from the objects that link to it; `None` when nothing does.
+fn bridge(summaries: &BTreeMap<u64, ObjectSummary>, sequence: u64) -> Option<ObjectSummary> {
+    let linkers: Vec<&ObjectSummary> = summaries
+        .range(sequence + 1..)
+        .map(|(_, o)| o)
+        .filter(|o| o.link.is_some_and(|l| l.sequence == sequence))
+        .collect();
+    let epoch = linkers
+        .iter()
+        .filter_map(|o| o.link)
+        .map(|l| l.epoch)
+        .max()?;
+    let boundary = linkers
+        .iter()
+        .map(|o| o.reclaim_boundary)
+        .min()
+        .unwrap_or(0)
+        .min(sequence);
+    let predecessor = summaries
+        .range(..sequence)
+        .rev()
+        .map(|(_, o)| o)
+        .find(|o| o.epoch <= epoch);
+    let link = match predecessor {
+        Some(p) => Some(Link {
+            sequence: p.sequence,
+            epoch: p.epoch,
+        }),
+        // Nothing below: a first object, or everything below is missing
+        // (complete only if the boundary says it was collected).
+        None => (sequence > 1).then(|| Link {
+            sequence: sequence - 1,
+            epoch,
+        }),
+    };
+    Some(ObjectSummary {
+        sequence,
+        epoch,
+        link,
+        reclaim_boundary: boundary,
+    })
+}
+
+/// A damaged chain link as the catalog keeps it: no segments to read.
+fn placeholder(summary: Option<&ObjectSummary>, sequence: u64, size: u64) -> IndexedObject {
+    IndexedObject {
+        sequence,
+        epoch: summary.map_or(0, |s| s.epoch),
+        link: summary.and_then(|s| s.link),
+        reclaim_boundary: summary.map_or(0, |s| s.reclaim_boundary),
+        size,
+        segments: Vec::new(),
+        marks: Vec::new(),
+        releases: Vec::new(),
+    }
+}
+
+/// Intact objects above the tip, off its chain, holding entries or release
+/// records, of an epoch not below the tip's. (An older epoch's orphans
+/// above a newer tip were superseded by a newer process: fencing
+/// guarantees none of their entries was acknowledged.)
+fn unreplayed(
+    intact: &BTreeMap<u64, RecoveredObject>,
+    summaries: &BTreeMap<u64, ObjectSummary>,
+    selection: &Selection,
+    object_key: impl Fn(u64) -> String,
+) -> Vec<UnreplayedObject> {
+    let Some(tip) = selection.tip else {
+        return Vec::new();
+    };
+    crate::catalog::chain::above_tip(selection)
+        .into_iter()
+        .filter_map(|sequence| {
+            let object = intact.get(&sequence)?;
+            let header = object.tail.header();
+            let segments: Vec<SegmentIndex> = object.tail.region_segments().copied().collect();
+            if header.epoch < tip.epoch || (segments.is_empty() && object.releases.is_empty()) {
+                return None;
+            }
+            Some(UnreplayedObject {
+                key: object_key(sequence),
+                sequence,
+                epoch: header.epoch,
+                segments,
+                releases: object.releases.clone(),
+                broken_at: broken_at(summaries, selection, sequence),
+            })
+        })
+        .collect()
+}
+
+/// Following links down from `sequence`: the first predecessor that is not
+/// present (or not of the linked epoch); the last object walked when the
+/// walk ends otherwise.
+fn broken_at(
+    summaries: &BTreeMap<u64, ObjectSummary>,
+    selection: &Selection,
+    sequence: u64,
+) -> u64 {
+    let mut cursor = sequence;
+    while let Some(link) = summaries.get(&cursor).and_then(|o| o.link) {
+        match summaries.get(&link.sequence) {
+            Some(p) if p.epoch == link.epoch && link.sequence < cursor => {
+                if selection.chain.contains(&link.sequence) {
+                    return cursor;
+                }
+                cursor = link.sequence;
+            }
+            _ => return link.sequence,
+        }
+    }
+    cursor
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::catalog::chain::tests::{map, obj};
+
+    #[test]
+    fn a_bridge_takes_the_linkers_epoch_and_the_nearest_lower_object() {
+        // 1 <- (2 damaged) <- 3; 64 <- (70 damaged) <- 71 across a fence gap.
+        let s = map(&[
+            obj(1, 1, None, 1),
+            obj(3, 1, Some((2, 1)), 1),
+            obj(64, 2, Some((3, 1)), 1),
+            obj(71, 2, Some((70, 2)), 1),
+        ]);
+        assert_eq!(bridge(&s, 2), Some(obj(2, 1, Some((1, 1)), 1)));
+        assert_eq!(bridge(&s, 70), Some(obj(70, 2, Some((64, 2)), 1)));
+        // Nothing links to 50.
+        assert_eq!(bridge(&s, 50), None);
+        // Nothing below: the link names the missing predecessor, which the
+        // boundary of the linker may or may not excuse.
+        let s = map(&[obj(8, 1, Some((7, 1)), 7)]);
+        assert_eq!(bridge(&s, 7), Some(obj(7, 1, Some((6, 1)), 7)));
+    }
+
+    #[test]
+    fn the_break_is_the_first_absent_predecessor() {
+        let s = map(&[
+            obj(1, 1, None, 1),
+            obj(2, 1, Some((1, 1)), 1),
+            obj(4, 1, Some((3, 1)), 1),
+            obj(5, 1, Some((4, 1)), 1),
+        ]);
+        let selection = crate::catalog::chain::select(&s).unwrap();
+        assert_eq!(broken_at(&s, &selection, 5), 3);
+        assert_eq!(broken_at(&s, &selection, 4), 3);
+    }
+}

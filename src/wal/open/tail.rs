@@ -1,0 +1,172 @@
+//! One object's tail, read and checked: what recovery reads of every
+//! object and what quarantine reads again before it calls one damaged.
+//!
+//! The tail is the footer, the trailer and the records segments (releases,
+//! flush marks) before them; one ranged read of a learned window gets all
+//! of it in the usual case ([`TailWindow`]).
+
+use bytes::Bytes;
+
+use crate::catalog::chain::ObjectSummary;
+use crate::catalog::IndexedObject;
+use crate::error::Error;
+use crate::format::{self, Header, MarkRecord, ReleaseRecord, SegmentIndex, Tail, TailDecode};
+use crate::storage::{ObjectStorage, Storage};
+
+/// Bytes read at the end of a damaged object to learn what it still says
+/// of itself ([`crate::wal::open::quarantine::learn`]; rare, so generous).
+pub(crate) const TAIL_WINDOW: u64 = 64 * 1024;
+
+/// The smallest tail window: a trailer and a footer of 83 segments. A tail
+/// this small never needs a second read, whatever was learned.
+pub(crate) const FIRST_TAIL_WINDOW: u64 = 4 * 1024;
+
+/// The window recovery reads at the end of each object, learned from the
+/// objects already read: the largest tail needed so far (footer, trailer
+/// and the release segment before them) plus a quarter, and never less than
+/// [`FIRST_TAIL_WINDOW`]. Objects of one prefix have similar footers (one
+/// entry per region of the batch), so after the first few objects one read
+/// per object is the rule, and a tail larger than all before costs one
+/// more read (and raises the window). Shared by the reads in flight.
+#[derive(Debug, Default)]
+pub(crate) struct TailWindow {
+    /// The largest tail needed so far (0: nothing read yet).
+    needed: std::sync::atomic::AtomicU64,
+}
+
+impl TailWindow {
+    /// The bytes to read at the end of the next object.
+    pub(crate) fn len(&self) -> u64 {
+        let needed = self.needed.load(std::sync::atomic::Ordering::Relaxed);
+        needed.saturating_add(needed / 4).max(FIRST_TAIL_WINDOW)
+    }
+
+    /// Learns that an object's tail took its last `needed` bytes.
+    pub(crate) fn learn(&self, needed: u64) {
+        self.needed
+            .fetch_max(needed, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+/// What recovery learned about one object.
+#[derive(Debug, Clone)]
+pub(crate) struct RecoveredObject {
+    pub(crate) size: u64,
+    pub(crate) tail: Tail,
+    pub(crate) marks: Vec<MarkRecord>,
+    pub(crate) releases: Vec<ReleaseRecord>,
+}
+
+impl RecoveredObject {
+    pub(crate) fn summary(&self) -> ObjectSummary {
+        let h = self.tail.header();
+        ObjectSummary {
+            sequence: h.sequence,
+            epoch: h.epoch,
+            link: h.link,
+            reclaim_boundary: h.reclaim_boundary,
+        }
+    }
+
+    pub(crate) fn indexed(&self) -> IndexedObject {
+        IndexedObject::from_tail(
+            &self.tail,
+            self.size,
+            self.marks.clone(),
+            self.releases.clone(),
+        )
+    }
+}
+
+/// Reads the tail window of one object (and the footer or the release
+/// segment when they start before it), and teaches `window` what this
+/// object's tail took.
+pub(crate) async fn read_tail(
+    storage: &Storage,
+    key: &str,
+    size: u64,
+    window: &TailWindow,
+) -> Result<RecoveredObject, Error> {
+    read_tail_sized(storage, key, size, size.min(window.len()), window).await
+}
+
+/// [`read_tail`] with a window of `window_len` bytes (at most `size`), so
+/// that a second look reads the ranges the first read.
+pub(crate) async fn read_tail_sized(
+    storage: &Storage,
+    key: &str,
+    size: u64,
+    window_len: u64,
+    window: &TailWindow,
+) -> Result<RecoveredObject, Error> {
+    let window_len = window_len.min(size);
+    let window_start = size - window_len;
+    let bytes = storage.read(key, window_start..size).await?;
+    let corrupted = |e| Error::corrupted(key, e);
+    let tail = match format::decode_tail(&bytes, size).map_err(corrupted)? {
+        TailDecode::Complete(tail) => tail,
+        TailDecode::NeedFooter { trailer, footer } => {
+            let bytes = storage.read(key, footer).await?;
+            format::decode_footer(trailer, &bytes).map_err(corrupted)?
+        }
+    };
+    let release = tail.release_segment().copied();
+    let marks = tail.marks_segment().copied();
+    let tail_start = [release, marks]
+        .into_iter()
+        .flatten()
+        .map(|s| s.offset)
+        .fold(tail.trailer.footer_offset, u64::min);
+    window.learn(size.saturating_sub(tail_start));
+    let sequence = tail.header().sequence;
+    // A records segment from the window when it holds it (the usual case:
+    // both sit right before the footer), else with one ranged read.
+    let segment = |index: SegmentIndex| {
+        let within = if index.offset >= window_start {
+            let start = usize::try_from(index.offset - window_start).unwrap_or(usize::MAX);
+            let end = start.saturating_add(usize::try_from(index.len).unwrap_or(usize::MAX));
+            bytes.get(start..end).map(|_| bytes.slice(start..end))
+        } else {
+            None
+        };
+        async move {
+            match within {
+                Some(b) => Ok::<Bytes, Error>(b),
+                None => Ok(storage.read(key, index.range()).await?),
+            }
+        }
+    };
+    let releases = match release {
+        None => Vec::new(),
+        Some(index) => {
+            format::decode_releases(&segment(index).await?, &index, sequence).map_err(corrupted)?
+        }
+    };
+    let marks = match marks {
+        None => Vec::new(),
+        Some(index) => {
+            format::decode_marks(&segment(index).await?, &index, sequence).map_err(corrupted)?
+        }
+    };
+    Ok(RecoveredObject {
+        size,
+        tail,
+        marks,
+        releases,
+    })
+}
+
+/// Every process writes its start object at a sequence at or above its
+/// epoch, so every object objwal writes has `epoch <= sequence`. An object
+/// above that can only come from damage or a foreign writer, and must not
+/// become the base of the next epoch.
+pub(crate) fn check_plausible(key: &str, header: &Header) -> Result<(), Error> {
+    if header.epoch > header.sequence {
+        return Err(Error::recovery(format!(
+            "object {key} has the implausible epoch {} above its sequence {}: \
+             damage or a foreign writer; refusing to base a new epoch on it",
+            header.epoch, header.sequence
+        )));
+    }
+    Ok(())
+}

@@ -1,0 +1,186 @@
+//! One conditional create and what its outcome means.
+//!
+//! A writer creates at a key with one of *its* byte strings for that key
+//! (a batch, or the batch's void once the batch failed; a start object; a
+//! settle marker). The answer decides:
+//!
+//! | storage answer    | read back                                   | outcome            |
+//! |-------------------|---------------------------------------------|--------------------|
+//! | `New`             | -                                           | `Landed(0)`        |
+//! | `AlreadyExists` or an error | one of our byte strings           | `Landed(i)` (a retry whose response was lost, a late request, the batch that beat its void) |
+//! | `AlreadyExists` or an error | missing, or a transient read error | `Failed` (transient for a phantom "exists": object_store reports any 409 so) |
+//! | `AlreadyExists` or an error | another object                    | `Taken` (its epoch; whether it is a settle marker) |
+//!
+//! The read-back is the only retry here; repeating a failed create is the
+//! caller's decision (STYLE: retries happen in one place).
+
+use bytes::Bytes;
+
+use crate::format::{self, HEADER_LEN};
+use crate::storage::{Created, ObjectStorage, Storage, StorageError};
+
+use crate::wal::protocol::rules::{self, Taken};
+
+/// What a create achieved.
+#[derive(Debug, Clone)]
+pub(crate) enum CreateOutcome {
+    /// The key holds our byte string number `i` (0: the one sent).
+    Landed(usize),
+    /// The create failed and none of our byte strings is there.
+    Failed(StorageError),
+    /// Another process's object holds the key.
+    Taken {
+        /// Its epoch (`None`: not an objwal object).
+        epoch: Option<u64>,
+        /// Whether it is a settle marker (a newer process walked here).
+        settle_marker: bool,
+        /// Whether it is empty (no segment, no record), when known.
+        empty: bool,
+    },
+}
+
+impl CreateOutcome {
+    /// What a writer of `ours` does about a taken key, if it was taken.
+    pub(crate) fn taken(&self, ours: u64) -> Option<Taken> {
+        match self {
+            CreateOutcome::Taken {
+                epoch,
+                settle_marker,
+                empty,
+            } => Some(rules::classify_taken(ours, *epoch, *settle_marker, *empty)),
+            _ => None,
+        }
+    }
+}
+
+/// Deletes of a dead object one data create makes before it reports a
+/// transient failure, so that the caller repeats it later with its backoff
+/// (the dead object's writer may have a request still in flight that lands
+/// once more).
+const DEAD_DELETES: usize = 3;
+
+/// Creates at one of this writer's data keys: as [`create_object`], but an
+/// older epoch's *empty* object found there is dead ([`Taken::Dead`]: the
+/// start object of an opener whose open failed, or a marker of the
+/// probe-based release; nothing was built on it), so it is deleted and the
+/// create repeated.
+pub(crate) async fn create_data_object(
+    storage: &Storage,
+    key: &str,
+    ours: &[Bytes],
+    epoch: u64,
+) -> CreateOutcome {
+    let mut outcome = create_object(storage, key, ours).await;
+    for _ in 0..DEAD_DELETES {
+        if outcome.taken(epoch) != Some(Taken::Dead) {
+            return outcome;
+        }
+        tracing::info!(key, "deleting a dead older object at a data key");
+        if let Err(e) = storage.delete(key).await {
+            return CreateOutcome::Failed(e);
+        }
+        outcome = create_object(storage, key, ours).await;
+    }
+    if outcome.taken(epoch) == Some(Taken::Dead) {
+        return CreateOutcome::Failed(
+            StorageError::transient(format!(
+                "an empty object of an older epoch landed again at this data key after \
+                 {DEAD_DELETES} deletes; the create is repeated later"
+            ))
+            .with_key(key),
+        );
+    }
+    outcome
+}
+
+/// Creates `key` with `ours[0]` and classifies the outcome; `ours` lists
+/// every byte string of ours that may be at the key.
+pub(crate) async fn create_object(storage: &Storage, key: &str, ours: &[Bytes]) -> CreateOutcome {
+    let Some(bytes) = ours.first() else {
+        return CreateOutcome::Failed(StorageError::permanent("nothing to create").with_key(key));
+    };
+    match storage.create(key, bytes.clone()).await {
+        Ok(Created::New) => CreateOutcome::Landed(0),
+        Ok(Created::AlreadyExists) => classify_existing(storage, key, ours, None).await,
+        Err(error) => {
+            tracing::debug!(key, %error, "create failed; reading the key back");
+            classify_existing(storage, key, ours, Some(error)).await
+        }
+    }
+}
+
+/// Reads `key` back and tells whose object is there. `failure` is the
+/// create's error, when it returned one.
+async fn classify_existing(
+    storage: &Storage,
+    key: &str,
+    ours: &[Bytes],
+    failure: Option<StorageError>,
+) -> CreateOutcome {
+    let header = match storage.read(key, 0..HEADER_LEN as u64).await {
+        Ok(bytes) => format::decode_header(&bytes).ok(),
+        Err(e) if e.is_not_found() => {
+            // "Already exists" with nothing there is a race (object_store
+            // maps every HTTP 409, S3's ConditionalRequestConflict included,
+            // to AlreadyExists): it may pass, so it is transient.
+            return CreateOutcome::Failed(failure.unwrap_or_else(|| {
+                StorageError::transient(
+                    "the create answered that the key exists, but nothing is there \
+                     (a racing or crashed request)",
+                )
+                .with_key(key)
+            }));
+        }
+        Err(e) if e.is_transient() => return CreateOutcome::Failed(failure.unwrap_or(e)),
+        // Shorter than any header: not an objwal object.
+        Err(_) => None,
+    };
+    let Some(header) = header else {
+        return taken(None, false, false);
+    };
+    // Ours share the header's sequence and epoch; compare whole byte
+    // strings, longest first (a read past a shorter object's end fails).
+    let mut order: Vec<usize> = (0..ours.len()).collect();
+    order.sort_by_key(|&i| std::cmp::Reverse(ours.get(i).map_or(0, Bytes::len)));
+    for i in order {
+        let Some(candidate) = ours.get(i) else {
+            continue;
+        };
+        let Ok(mine) = format::decode_header(candidate) else {
+            continue;
+        };
+        if mine != header {
+            continue;
+        }
+        match storage.read(key, 0..candidate.len() as u64).await {
+            // Our bytes end with our trailer (magic, CRCs over everything
+            // before it), so equal bytes over our length are our object.
+            Ok(found) if found == *candidate => return CreateOutcome::Landed(i),
+            Ok(_) => {}
+            Err(e) if e.is_transient() && !e.is_not_found() => {
+                return CreateOutcome::Failed(failure.unwrap_or(e))
+            }
+            Err(_) => {}
+        }
+    }
+    let empty = is_empty_object(storage, key).await;
+    taken(Some(header.epoch), rules::is_settle_marker(&header), empty)
+}
+
+fn taken(epoch: Option<u64>, settle_marker: bool, empty: bool) -> CreateOutcome {
+    CreateOutcome::Taken {
+        epoch,
+        settle_marker,
+        empty,
+    }
+}
+
+/// Whether `key` holds an empty objwal object (no segment, no record):
+/// exactly a header and a trailer that decode as one object.
+async fn is_empty_object(storage: &Storage, key: &str) -> bool {
+    match storage.read(key, 0..format::MIN_OBJECT_LEN).await {
+        Ok(bytes) => format::decode(&bytes)
+            .is_ok_and(|o| o.segments.is_empty() && o.marks.is_empty() && o.releases.is_empty()),
+        Err(_) => false,
+    }
+}

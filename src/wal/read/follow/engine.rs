@@ -1,0 +1,507 @@
+//! The follower's engine: one task-free state machine, driven by the
+//! [`Follower`](super::Follower) stream, that takes in the objects of a
+//! prefix's chain as they land and turns the followed regions' segments
+//! into items.
+//!
+//! Where it is: `catalog`, the chain objects it took in (trimmed below the
+//! writer's reclaim boundary, as the writer trims its own), whose newest is
+//! the follower's *place*; and `path`, the summaries of the last
+//! [`PATH_LEN`] chain objects, which a listing's chain selection starts
+//! from. A step does one of:
+//! - a **backfill** (`backfill`): regions added (and the first ones) read
+//!   what the catalog holds for them above their start, through bulk
+//!   replay;
+//! - a **poll** of the next key after the place (`rules::next_key`): an
+//!   object that continues the chain is taken in (`objects`: its tail
+//!   known from the poll, its wanted segments read, the poll of the key
+//!   after it started at once); nothing there is a wait (`schedule`); anything else (a
+//!   settle marker, another process's object) means a newer process
+//!   walked the run: a listing follows;
+//! - a **listing** (`listing`): the tails of the listed objects
+//!   it does not know, chain selection over them and the path (the path's
+//!   oldest object standing as a root), and the tip's chain taken in from
+//!   where it leaves the path. A chain that reaches the path only through a
+//!   gap below its reclaim boundary means collected objects: a hole.
+//!
+//! Invariants: items of one region come in id order, each id at most once
+//! (an entry is queued only above the region's position, which it then
+//! becomes); a control message takes effect between steps, never while a
+//! segment read of a step is in flight; an object enters the catalog only
+//! if it continues the place, or lies on the chain a listing selected.
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::Stream;
+use tokio::time::Instant;
+
+use crate::catalog::chain::ObjectSummary;
+use crate::catalog::{Catalog, IndexedObject};
+use crate::config::DamagePolicy;
+use crate::error::Error;
+use crate::format::{self, Link};
+use crate::metrics::FollowMetrics;
+use crate::storage::keys::Prefix;
+use crate::storage::Storage;
+use crate::wal::open::damage::Damage;
+use crate::wal::open::tail::{RecoveredObject, TailWindow};
+use crate::wal::protocol::rules;
+use crate::wal::read::source::{ReadContext, Task};
+use crate::wal::{Entry, Hole};
+use crate::{EntryId, RegionId};
+
+use super::poll::{poll, Polled};
+use super::schedule::Schedule;
+
+mod backfill;
+mod listing;
+mod objects;
+
+use backfill::Backfill;
+
+/// Chain objects whose summaries the follower keeps: a listing's chain
+/// selection starts from the oldest, so a newer process's start object
+/// linking to any of them is found (a failed opener's start object the
+/// follower took in, then left for the live writer's, lies within a few).
+pub(crate) const PATH_LEN: usize = 64;
+
+/// Tails of objects off the chain (settle markers, orphans) remembered, so
+/// that listings do not read them again.
+const OTHERS_KEPT: usize = 1024;
+
+/// What the engine hands the [`Follower`](super::Follower).
+#[derive(Debug)]
+pub(crate) enum Item {
+    /// An entry of a followed region (of the region's `generation`).
+    Entry { generation: u64, entry: Entry },
+    /// The region's entries through `through` are obsolete or released on
+    /// the writer's side: hidden, never yielded.
+    Hidden {
+        generation: u64,
+        region: RegionId,
+        through: EntryId,
+    },
+    /// The region's ids through `through` will not be yielded: a hole.
+    Skipped {
+        generation: u64,
+        region: RegionId,
+        through: EntryId,
+    },
+    /// The region was released: its last item.
+    Released { generation: u64, region: RegionId },
+    /// Every object that had landed when catch-up `token` was asked for
+    /// is taken in.
+    CaughtUp(u64),
+    /// The follower cannot go on: its last item.
+    Failed(Error),
+}
+
+/// What the [`Follower`](super::Follower) tells the engine.
+#[derive(Debug)]
+pub(crate) enum Control {
+    /// Follow `region` from above `from` (again, if it is followed).
+    Add {
+        region: RegionId,
+        from: EntryId,
+        generation: u64,
+    },
+    /// Stop following `region`.
+    Remove { region: RegionId },
+    /// Poll at once, without waiting, until a poll misses; then answer
+    /// `CaughtUp(token)`.
+    CatchUp(u64),
+}
+
+/// A followed region.
+#[derive(Debug, Clone, Copy)]
+struct Wanted {
+    /// The last id queued (or the start).
+    position: EntryId,
+    /// The highest id known hidden (obsolete or released) or skipped.
+    hidden: EntryId,
+    generation: u64,
+}
+
+/// Settings of a follower, from its reader's configuration.
+#[derive(Debug, Clone)]
+pub(crate) struct Settings {
+    pub(crate) interval: Duration,
+    pub(crate) max_interval: Duration,
+    pub(crate) damage_policy: DamagePolicy,
+    pub(crate) listing_concurrency: usize,
+}
+
+/// The engine.
+pub(crate) struct Engine {
+    storage: Storage,
+    prefix: Prefix,
+    ctx: ReadContext,
+    settings: Settings,
+    damage: Arc<Damage>,
+    metrics: FollowMetrics,
+    window: Arc<TailWindow>,
+    catalog: Catalog,
+    path: BTreeMap<u64, ObjectSummary>,
+    others: BTreeMap<u64, RecoveredObject>,
+    regions: BTreeMap<RegionId, Wanted>,
+    control: flume::Receiver<Control>,
+    schedule: Schedule,
+    backfill: Option<Backfill>,
+    /// Regions to backfill once the running backfill ends.
+    queued: BTreeSet<RegionId>,
+    /// The poll of the key after the place, started when the place was
+    /// taken in.
+    ahead: Option<(u64, Task<Result<Polled, Error>>)>,
+    /// The next key holds an object that does not continue the chain:
+    /// list until a listing moves the place.
+    blocked: bool,
+    catch_up: Option<u64>,
+    out: VecDeque<Item>,
+    ended: bool,
+}
+
+/// What a new engine starts from.
+pub(crate) struct Start {
+    pub(crate) storage: Storage,
+    pub(crate) prefix: Prefix,
+    pub(crate) ctx: ReadContext,
+    pub(crate) settings: Settings,
+    pub(crate) damage: Arc<Damage>,
+    pub(crate) metrics: FollowMetrics,
+    pub(crate) catalog: Catalog,
+    pub(crate) regions: Vec<(RegionId, EntryId, u64)>,
+    pub(crate) control: flume::Receiver<Control>,
+}
+
+impl Engine {
+    pub(crate) fn new(start: Start) -> Engine {
+        let path = start
+            .catalog
+            .objects()
+            .rev()
+            .take(PATH_LEN)
+            .map(summary_of)
+            .map(|s| (s.sequence, s))
+            .collect();
+        let regions: BTreeMap<RegionId, Wanted> = start
+            .regions
+            .iter()
+            .map(|&(region, from, generation)| {
+                let wanted = Wanted {
+                    position: from,
+                    hidden: 0,
+                    generation,
+                };
+                (region, wanted)
+            })
+            .collect();
+        let queued = regions.keys().copied().collect();
+        let schedule = Schedule::new(
+            start.settings.interval,
+            start.settings.max_interval,
+            Instant::now(),
+        );
+        Engine {
+            storage: start.storage,
+            prefix: start.prefix,
+            ctx: start.ctx,
+            settings: start.settings,
+            damage: start.damage,
+            metrics: start.metrics,
+            window: Arc::new(TailWindow::default()),
+            catalog: start.catalog,
+            path,
+            others: BTreeMap::new(),
+            regions,
+            control: start.control,
+            schedule,
+            backfill: None,
+            queued,
+            ahead: None,
+            blocked: false,
+            catch_up: None,
+            out: VecDeque::new(),
+            ended: false,
+        }
+    }
+
+    /// The items, as a stream that ends after `Failed`.
+    pub(crate) fn run(self) -> impl Stream<Item = Item> + Send + 'static {
+        futures::stream::unfold(self, |mut engine| async move {
+            loop {
+                if let Some(item) = engine.out.pop_front() {
+                    return Some((item, engine));
+                }
+                if engine.ended {
+                    return None;
+                }
+                engine.step().await;
+            }
+        })
+    }
+
+    /// One unit of work: a backfill item, a poll, or a listing.
+    async fn step(&mut self) {
+        self.drain_control();
+        if self.ended {
+            return;
+        }
+        if self.backfill.is_none() && !self.queued.is_empty() {
+            self.start_backfill();
+        }
+        if self.backfill.is_some() {
+            self.backfill_step().await;
+            return;
+        }
+        self.tail_step().await;
+    }
+
+    fn drain_control(&mut self) {
+        loop {
+            match self.control.try_recv() {
+                Ok(message) => self.on_control(message),
+                Err(flume::TryRecvError::Empty) => return,
+                // The follower is gone: so is the stream.
+                Err(flume::TryRecvError::Disconnected) => {
+                    self.ended = true;
+                    return;
+                }
+            }
+        }
+    }
+
+    fn on_control(&mut self, message: Control) {
+        match message {
+            Control::Add {
+                region,
+                from,
+                generation,
+            } => {
+                let wanted = Wanted {
+                    position: from,
+                    hidden: 0,
+                    generation,
+                };
+                self.regions.insert(region, wanted);
+                // A running backfill may have passed `from` for this
+                // region: start over from every region's position.
+                if let Some(running) = self.backfill.take() {
+                    self.queued.extend(running.regions);
+                }
+                self.queued.insert(region);
+            }
+            Control::Remove { region } => {
+                self.regions.remove(&region);
+                self.queued.remove(&region);
+            }
+            Control::CatchUp(token) => {
+                // A poll started before the question may have missed an
+                // object that landed since.
+                self.ahead = None;
+                self.catch_up = Some(token);
+            }
+        }
+    }
+
+    /// The place: the newest chain object taken in.
+    fn place(&self) -> Option<&IndexedObject> {
+        self.catalog.tip()
+    }
+
+    /// Waits `delay`, or less when a control message arrives.
+    async fn wait(&mut self, delay: Duration) {
+        tokio::select! {
+            () = tokio::time::sleep(delay) => {}
+            message = self.control.recv_async() => match message {
+                Ok(message) => self.on_control(message),
+                Err(_) => self.ended = true,
+            },
+        }
+    }
+
+    /// Nothing new was found: answer a catch-up, else wait.
+    async fn idle(&mut self) {
+        if let Some(token) = self.catch_up.take() {
+            self.out.push_back(Item::CaughtUp(token));
+            return;
+        }
+        let delay = self.schedule.delay(Instant::now());
+        self.wait(delay).await;
+    }
+
+    /// A request failed: a transient failure is waited out and the step
+    /// repeated; anything else ends the follower.
+    async fn failed(&mut self, error: Error) {
+        if error.is_retryable() {
+            tracing::warn!(prefix = %self.prefix, %error, "a follower's request failed; repeating it");
+            let delay = self.schedule.delay(Instant::now());
+            self.wait(delay).await;
+        } else {
+            self.fail(error);
+        }
+    }
+
+    fn fail(&mut self, error: Error) {
+        tracing::error!(prefix = %self.prefix, %error, "the follower stops");
+        self.out.push_back(Item::Failed(error));
+        self.ended = true;
+    }
+
+    // ---- the tail --------------------------------------------------------
+
+    async fn tail_step(&mut self) {
+        let now = Instant::now();
+        let Some(place) = self.place() else {
+            // No chain yet: only a listing can find one.
+            return self.listing_step(now).await;
+        };
+        let next = rules::next_key(place.sequence, place.jump());
+        let at = (place.sequence, place.epoch);
+        let check = self.catch_up.is_none() && self.schedule.check_due(now);
+        if self.blocked || check || next > format::MAX_SEQUENCE {
+            return self.listing_step(now).await;
+        }
+        let polled = match self.ahead.take() {
+            Some((key, task)) if key == next => task.await.and_then(|polled| polled),
+            _ => poll(&self.storage, &self.prefix, next, &self.window).await,
+        };
+        match polled {
+            Ok(Polled::Landed(landed)) => {
+                if rules::continues(landed.object.tail.header(), at) {
+                    self.schedule.landed(now);
+                    self.take_in_landed(*landed).await;
+                } else {
+                    // A newer process walked the run (its settle marker),
+                    // or another process's object: list.
+                    tracing::info!(prefix = %self.prefix, key = next,
+                        "the next key holds an object that does not continue the chain: listing");
+                    self.others.insert(next, landed.object);
+                    self.blocked = true;
+                    self.listing_step(now).await;
+                }
+            }
+            Ok(Polled::Missing) => self.idle().await,
+            Ok(Polled::Damaged(damaged)) => {
+                let continues = damaged.header.is_some_and(|h| rules::continues(&h, at));
+                if self.settings.damage_policy == DamagePolicy::Fail {
+                    self.fail(damaged.error.clone());
+                } else if continues {
+                    self.schedule.landed(now);
+                    self.take_in_damaged(next, *damaged);
+                } else {
+                    // Where it stands is unknown: a listing may tell.
+                    tracing::warn!(prefix = %self.prefix, key = %damaged.key, error = %damaged.error,
+                        "the next key holds a damaged object: listing");
+                    self.blocked = true;
+                    self.listing_step(now).await;
+                }
+            }
+            Err(error) => self.failed(error).await,
+        }
+    }
+
+    async fn listing_step(&mut self, now: Instant) {
+        match self.resolve().await {
+            Ok(true) => {
+                self.blocked = false;
+                self.schedule.landed(now);
+            }
+            Ok(false) => self.idle().await,
+            Err(error) => self.failed(error).await,
+        }
+    }
+
+    /// Queues `entry` if its region is followed and it lies above the
+    /// region's position.
+    fn queue_entry(&mut self, entry: Entry) {
+        let Some(wanted) = self.regions.get_mut(&entry.region) else {
+            return;
+        };
+        if entry.id <= wanted.position {
+            return;
+        }
+        wanted.position = entry.id;
+        self.out.push_back(Item::Entry {
+            generation: wanted.generation,
+            entry,
+        });
+    }
+
+    /// What the catalog hides of a followed region now: a raised mark is
+    /// told, a release ends the region.
+    fn learn_hidden(&mut self, region: RegionId) {
+        let hidden = self.catalog.hidden_through(region);
+        let released = self.catalog.is_released(region);
+        let Some(wanted) = self.regions.get_mut(&region) else {
+            return;
+        };
+        if hidden > wanted.hidden {
+            wanted.hidden = hidden;
+            self.out.push_back(Item::Hidden {
+                generation: wanted.generation,
+                region,
+                through: hidden,
+            });
+        }
+        if released {
+            let generation = wanted.generation;
+            self.regions.remove(&region);
+            self.queued.remove(&region);
+            tracing::info!(prefix = %self.prefix, region, "a followed region was released");
+            self.out.push_back(Item::Released { generation, region });
+        }
+    }
+
+    /// Records a hole of `region` (ids `first..=last` of the object of
+    /// `sequence`), above its position.
+    fn hole(&mut self, region: RegionId, sequence: u64, first: EntryId, last: EntryId) {
+        let Some(wanted) = self.regions.get(&region) else {
+            return;
+        };
+        let first = first.max(wanted.position.saturating_add(1));
+        if first > last {
+            return;
+        }
+        let hole = Hole {
+            region,
+            key: self.prefix.object_key(sequence),
+            sequence,
+            first_id: first,
+            last_id: last,
+        };
+        if self.ctx.holes.record(hole) {
+            tracing::warn!(prefix = %self.prefix, region, sequence, first, last,
+                "a followed region misses entries (a hole)");
+        }
+        self.skipped(region, last);
+    }
+
+    /// The region's ids through `through` will not be yielded.
+    fn skipped(&mut self, region: RegionId, through: EntryId) {
+        let Some(wanted) = self.regions.get_mut(&region) else {
+            return;
+        };
+        if through > wanted.hidden {
+            wanted.hidden = through;
+            self.out.push_back(Item::Skipped {
+                generation: wanted.generation,
+                region,
+                through,
+            });
+        }
+    }
+}
+
+/// The summary chain selection needs of an indexed object.
+fn summary_of(object: &IndexedObject) -> ObjectSummary {
+    ObjectSummary {
+        sequence: object.sequence,
+        epoch: object.epoch,
+        link: object.link.map(|l| Link {
+            sequence: l.sequence,
+            epoch: l.epoch,
+        }),
+        reclaim_boundary: object.reclaim_boundary,
+    }
+}

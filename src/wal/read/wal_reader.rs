@@ -1,0 +1,137 @@
+//! [`WalReader`]: a read-only handle on a prefix. Its open recovers the
+//! catalog as a writer's does (the open path) but writes nothing: no start
+//! object, no fencing of a live writer. Its reads, replays and followers
+//! run on that frozen catalog.
+
+use std::sync::Arc;
+
+use futures::Stream;
+
+use crate::catalog::{Catalog, IndexedObject, RegionInfo};
+use crate::config::Config;
+use crate::error::Error;
+use crate::metrics::StoreMetrics;
+use crate::storage::keys::Prefix;
+use crate::storage::Storage;
+use crate::wal::open::damage::Damage;
+use crate::wal::open::recovery;
+use crate::wal::read::source::{Holes, ReadContext};
+use crate::wal::read::{follow, reader, traced};
+use crate::wal::{Entry, Hole};
+use crate::{EntryId, RegionId};
+
+/// A read-only view of a prefix: recovers the catalog without writing
+/// anything (no start object, no fencing of a live writer).
+#[derive(Clone)]
+pub struct WalReader {
+    pub(crate) catalog: Arc<Catalog>,
+    pub(crate) read: ReadContext,
+    orphans: Arc<Vec<u64>>,
+    pub(crate) damage: Arc<Damage>,
+    /// How its followers poll.
+    pub(crate) follow: follow::Settings,
+}
+
+impl std::fmt::Debug for WalReader {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WalReader")
+            .field("prefix", &self.read.prefix.as_str())
+            .field("objects", &self.catalog.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl WalReader {
+    /// Recovers the catalog of `prefix` as it is now, writing nothing.
+    ///
+    /// `config` is validated whole, as for [`Wal::open`](crate::Wal::open); the settings that
+    /// concern reading take effect, for the open and for every later read
+    /// of this reader (and of an [`import_region`](crate::Wal::import_region) that
+    /// uses it as its source):
+    ///
+    /// | setting | effect on a reader |
+    /// | --- | --- |
+    /// | `request_timeout` | every storage request that does not answer in time fails with a retryable error |
+    /// | `recovery_concurrency` | tails read at once by this open |
+    /// | `on_damaged_object` | whether a damaged object fails this open or is left out as holes |
+    /// | `on_corrupted_segment` | whether a read skips a corrupted segment (a hole) or fails |
+    /// | `replay_concurrency`, `replay_buffer_bytes` | reads in flight and bytes held by `read` and `replay` |
+    /// | `follow_interval`, `follow_max_interval` | how often a [`follow`](Self::follow)er polls |
+    ///
+    /// The other settings govern writing (batching, acknowledgement,
+    /// creates, their retries, collection, flush requests) and do not apply
+    /// to a reader, which writes nothing and retries nothing: a failed
+    /// request is returned to the caller, who may repeat the call.
+    pub async fn open(storage: Storage, prefix: &str, config: Config) -> Result<WalReader, Error> {
+        config.validate()?;
+        let prefix = Prefix::new(prefix)?;
+        let storage = storage.with_request_timeout(config.request_timeout);
+        let recovered = recovery::recover_with(&storage, &prefix, &config).await?;
+        let metrics = StoreMetrics::new(prefix.as_str());
+        recovered.damage.set_gauges(&metrics);
+        Ok(WalReader {
+            catalog: Arc::new(recovered.catalog),
+            orphans: Arc::new(recovered.selection.orphans),
+            damage: Arc::new(recovered.damage),
+            follow: follow::Settings {
+                interval: config.follow_interval,
+                max_interval: config.follow_max_interval,
+                damage_policy: config.on_damaged_object,
+                listing_concurrency: config.recovery_concurrency,
+            },
+            read: ReadContext {
+                metrics,
+                storage,
+                prefix,
+                policy: config.on_corrupted_segment,
+                holes: Arc::new(Holes::default()),
+                concurrency: config.replay_concurrency,
+                buffer_bytes: config.replay_buffer_bytes,
+            },
+        })
+    }
+
+    /// The entries of `region` with id >= `from`, in id order (released
+    /// regions read as empty).
+    pub fn read(
+        &self,
+        region: RegionId,
+        from: EntryId,
+    ) -> impl Stream<Item = Result<Entry, Error>> + Send + 'static {
+        let entries = reader::read(self.catalog.clone(), self.read.clone(), region, from);
+        let entries = self.damage.guard(self.read.policy, region, from, entries);
+        traced::Traced::new(tracing::debug_span!("read", region, from), entries)
+    }
+
+    /// The largest indexed entry id of `region`; 0 when it has none.
+    pub fn latest_entry_id(&self, region: RegionId) -> EntryId {
+        self.catalog.last_id(region)
+    }
+
+    /// What the prefix holds per region (see [`RegionInfo`]), in region
+    /// order: every region with an indexed segment or an indexed release.
+    /// A reader knows no engine watermarks, so `watermark` is the
+    /// released-through id of released regions and 0 otherwise.
+    pub fn regions(&self) -> Vec<RegionInfo> {
+        self.catalog.region_infos([])
+    }
+
+    /// The indexed objects, by sequence.
+    pub fn objects(&self) -> Vec<IndexedObject> {
+        self.catalog.objects().cloned().collect()
+    }
+
+    /// The sequences of objects present but not on the tip's chain.
+    pub fn orphans(&self) -> &[u64] {
+        &self.orphans
+    }
+
+    /// What `region` misses: the entries of damaged objects recovery left
+    /// out of replay, and the corrupted segments the reads of this reader
+    /// skipped.
+    pub fn holes(&self, region: RegionId) -> Vec<Hole> {
+        let mut holes = self.damage.holes(region);
+        holes.extend(self.read.holes.of(region));
+        holes
+    }
+}
