@@ -268,13 +268,15 @@
 //!
 //! | feature | what it adds |
 //! | --- | --- |
-//! | `cli` (default) | the `objwal` command line: `demo`, `inspect`, `verify`, `dump`, `tail`, `bench` |
+//! | (none, the default) | the memory and local directory backends |
 //! | `object_store` | `Storage::from_object_store`; `s3://` URLs through object_store |
 //! | `opendal` | `Storage::from_opendal`; `gs://` and `azblob://` URLs, and `s3://` when `object_store` is off (or with `?adapter=opendal`) |
-//! | `testing` | `storage::fault`: the fault-injecting storage wrapper |
+//! | `testing` | `storage::fault`, the fault-injecting storage wrapper, and `storage::power_loss`, a simulated power loss of the directory backend |
 //!
-//! A library user without the command line depends on
-//! `objwal = { version = "0.1", default-features = false }`.
+//! The `objwal` command line (`demo`, `inspect`, `verify`, `dump`, `tail`,
+//! `repair`, `bench`, the crash gate) is a crate of its own in the
+//! repository's workspace (`cli/`), so depending on this one brings none of
+//! its dependencies.
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 pub mod blocking;

@@ -28,25 +28,14 @@ macro_rules! out {
 mod bench;
 mod bench_follow;
 mod bench_replay;
-mod bench_report;
-mod counting;
 mod crash_gate;
 mod demo;
-mod demo_check;
-mod demo_child;
-mod demo_handoff;
-mod dump;
-mod health;
 mod inspect;
-mod looks;
 mod metrics_http;
 mod payload;
-mod repair;
-#[cfg(feature = "testing")]
 mod soak;
 mod store;
 mod tail;
-mod verify;
 
 /// objwal: a write-ahead log on object storage.
 #[derive(Debug, Parser)]
@@ -72,32 +61,31 @@ enum Command {
     Demo(demo::DemoArgs),
     /// The writer process of `demo` (internal).
     #[command(hide = true)]
-    DemoChild(demo_child::ChildArgs),
+    DemoChild(demo::child::ChildArgs),
     /// The objects of a prefix and a per-region summary (read-only).
     Inspect(inspect::InspectArgs),
     /// Decodes every object fully; exit 1 on damage (read-only).
-    Verify(verify::VerifyArgs),
+    Verify(inspect::verify::VerifyArgs),
     /// The entries of one region (read-only).
     // The usage clap derives leaves out that the log's prefix is an
     // option with a default (global, so it goes before or after `dump`).
     #[command(
         override_usage = "objwal dump <URL> --region <REGION> [--from <ID>] [--raw] [--prefix <PREFIX>]"
     )]
-    Dump(dump::DumpArgs),
+    Dump(inspect::dump::DumpArgs),
     /// The entries of one region as they land, until Ctrl-C (read-only).
     Tail(tail::TailArgs),
     /// The write path under load: throughput, latency, objects, requests.
     Bench(bench::BenchArgs),
     /// Moves damaged objects aside under <prefix>/quarantine/ (with --yes).
-    Repair(repair::RepairArgs),
+    Repair(inspect::repair::RepairArgs),
     /// Restart at scale: bulk replay vs per-region reads, open, pinning.
     BenchReplay(bench_replay::BenchReplayArgs),
     /// Following: lag, idle requests, handoff pause with and without.
     BenchFollow(bench_follow::BenchFollowArgs),
     /// Kills a workload again and again on one prefix; checks every reopen.
     CrashGate(crash_gate::CrashGateArgs),
-    /// Mixed load with injected faults; checks memory, fds and tasks (feature "testing").
-    #[cfg(feature = "testing")]
+    /// Mixed load with injected faults; checks memory, fds and tasks.
     Soak(soak::SoakArgs),
 }
 
@@ -174,17 +162,16 @@ fn main() -> ExitCode {
     let result = runtime.block_on(async move {
         match cli.command {
             Command::Demo(args) => demo::run(&prefix, cli.verbose, args).await,
-            Command::DemoChild(args) => demo_child::run(&prefix, args).await,
+            Command::DemoChild(args) => demo::child::run(&prefix, args).await,
             Command::Inspect(args) => inspect::run(&prefix, args).await,
-            Command::Verify(args) => verify::run(&prefix, args).await,
-            Command::Dump(args) => dump::run(&prefix, args).await,
+            Command::Verify(args) => inspect::verify::run(&prefix, args).await,
+            Command::Dump(args) => inspect::dump::run(&prefix, args).await,
             Command::Tail(args) => tail::run(&prefix, args).await,
             Command::Bench(args) => bench::run(&prefix, args).await,
-            Command::Repair(args) => repair::run(&prefix, args).await,
+            Command::Repair(args) => inspect::repair::run(&prefix, args).await,
             Command::BenchReplay(args) => bench_replay::run(&prefix, args).await,
             Command::BenchFollow(args) => bench_follow::run(&prefix, args).await,
             Command::CrashGate(args) => crash_gate::run(&prefix, cli.verbose, args).await,
-            #[cfg(feature = "testing")]
             Command::Soak(args) => soak::run(&prefix, args).await,
         }
     });

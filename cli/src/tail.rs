@@ -19,7 +19,7 @@ use std::io::{IsTerminal, Write};
 use futures::StreamExt;
 use objwal::{Config, DamagePolicy, Entry, Error, WalReader};
 
-use crate::dump::show;
+use crate::inspect::dump::show;
 use crate::{store, CliError, CliResult};
 use objwal::id::Dotted;
 

@@ -81,6 +81,7 @@ pub fn s3_endpoint() -> String {
 /// The dummy credentials, as environment variables, that
 /// `Storage::from_url("s3://...")` (and an `objwal` process) reads; the test
 /// server accepts any.
+#[allow(dead_code, reason = "the CLI suite passes them to its processes")]
 pub fn s3_credentials() -> [(&'static str, &'static str); 2] {
     [
         ("AWS_ACCESS_KEY_ID", "objwal-test"),
@@ -106,8 +107,9 @@ impl S3Server {
                 });
             }
         }
-        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/s3-test-server");
-        let mut child = std::process::Command::new(script)
+        let script_path = repo_root().join("scripts/s3-test-server");
+        let script = script_path.display();
+        let mut child = std::process::Command::new(&script_path)
             .arg("--exit-with-stdin")
             .stdin(std::process::Stdio::piped())
             .stdout(std::process::Stdio::piped())
@@ -285,4 +287,30 @@ impl objwal::ObjectStorage for Instrumented {
     async fn delete(&self, key: &str) -> Result<(), objwal::StorageError> {
         self.inner.delete(key).await
     }
+}
+
+/// The repository's root: the library's directory, or the parent of the
+/// CLI crate's (this file serves both suites).
+pub fn repo_root() -> std::path::PathBuf {
+    let manifest = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    if manifest.join("scripts/s3-test-server").exists() {
+        manifest.to_path_buf()
+    } else {
+        manifest.parent().unwrap_or(manifest).to_path_buf()
+    }
+}
+
+/// A fresh key prefix per call, so runs never see each other's objects.
+pub fn unique_root(tag: &str) -> String {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static N: AtomicU64 = AtomicU64::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    format!(
+        "conformance/{}-{nanos}-{}/{tag}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    )
 }

@@ -3,12 +3,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 mod blocking;
-#[cfg(feature = "cli")]
-mod cli;
 mod common;
 mod compatibility_logs;
-#[cfg(feature = "cli")]
-mod crash_gate;
 mod embedding;
 mod engine_scenario;
 mod examples;
@@ -27,8 +23,6 @@ mod prefetch;
 mod quarantine;
 mod replay;
 mod runtime;
-#[cfg(feature = "cli")]
-mod soak;
 mod spans;
 mod storage_conformance;
 mod storage_crash;

@@ -10,7 +10,6 @@
     clippy::print_stderr,
     reason = "a case reports what it measured on stderr"
 )]
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use bytes::Bytes;
 use objwal::storage::{FileStorage, MemoryStorage, Rooted, StorageErrorKind};
@@ -41,18 +40,7 @@ impl Backend {
 pub use crate::common::S3_BUCKET;
 
 /// A key prefix no other test (or earlier run against the same server) uses.
-pub fn unique_root(tag: &str) -> String {
-    static N: AtomicU64 = AtomicU64::new(0);
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_nanos();
-    format!(
-        "conformance/{}-{nanos}-{}/{tag}",
-        std::process::id(),
-        N.fetch_add(1, Ordering::Relaxed)
-    )
-}
+pub use crate::common::unique_root;
 
 fn rooted(tag: &str, storage: Storage) -> Storage {
     Storage::new(Rooted::new(&unique_root(tag), storage).unwrap())

@@ -1,7 +1,7 @@
 //! `objwal bench --store URL`: the write path under load.
 //!
 //! Each of `--rounds` rounds opens a WAL under a fresh prefix on a
-//! request-counting wrapper of the store ([`crate::counting`]), runs
+//! request-counting wrapper of the store ([`crate::bench::counting`]), runs
 //! `--writers` tasks appending `--payload`-byte entries for `--seconds`, and
 //! records every append's latency, the objects created and every request.
 //! In enqueued mode a writer also waits for durability behind its appends
@@ -16,7 +16,7 @@
 //! something before it ran).
 //!
 //! `--put-latency` and `--get-latency` delay every create and every read
-//! (the wrapper of [`crate::counting`]) to model a remote store; the store
+//! (the wrapper of [`crate::bench::counting`]) to model a remote store; the store
 //! then counts as one that charges per request, so the default budget of
 //! early seals is a remote store's. The budget in effect is printed.
 //!
@@ -27,10 +27,13 @@
 //! rounds, beside the
 //! baseline's own figures and, except on `memory://` (where a create costs
 //! next to nothing, so a ratio would only measure the bench's own
-//! overhead), the ratio to them ([`crate::bench_report`]). When the
+//! overhead), the ratio to them ([`crate::bench::report`]). When the
 //! budget of early seals (or the timer), not the store, set the latency, a
 //! `note:` line says so and names the knob
-//! ([`crate::bench_report::policy_note`]).
+//! ([`crate::bench::report::policy_note`]).
+
+pub(crate) mod counting;
+pub(crate) mod report;
 
 use std::io::IsTerminal;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -44,11 +47,11 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use objwal::{AckMode, Config, ObjectStorage, Storage, Wal};
 use tokio::time::Instant;
 
-use crate::bench_report::{self, Baseline, Round};
-use crate::counting::{Counting, Latency};
 use crate::metrics_http;
 use crate::store::{self, AckModeArg};
 use crate::{CliError, CliResult};
+use counting::{Counting, Latency};
+use report::{Baseline, Round};
 
 /// Arguments of `objwal bench`.
 #[derive(Debug, clap::Args)]
@@ -155,8 +158,8 @@ async fn bench(
 ) -> CliResult {
     let (wrapped, _) = Counting::new(storage.clone(), latency);
     let remote = wrapped.charges_per_request();
-    bench_report::print_setup(&args.store, run_prefix, config, &args.describe());
-    bench_report::print_store(latency, remote, config);
+    report::print_setup(&args.store, run_prefix, config, &args.describe());
+    report::print_store(latency, remote, config);
 
     let progress = progress_bar(args.rounds, args.seconds);
     let mut rounds = Vec::new();
@@ -167,18 +170,18 @@ async fn bench(
         let cleaned = clean(storage, &round_prefix).await;
         let round = round?;
         cleaned?;
-        progress.suspend(|| bench_report::print_round(n, &round));
+        progress.suspend(|| report::print_round(n, &round));
         rounds.push(round);
     }
     progress.set_message("baseline");
-    let object_bytes = bench_report::median_object_bytes(&rounds);
+    let object_bytes = report::median_object_bytes(&rounds);
     let baseline = baseline(storage, latency, run_prefix, object_bytes, args.seconds).await;
     let cleaned = clean(storage, run_prefix).await;
     progress.finish_and_clear();
     let baseline = baseline?;
     cleaned?;
     let ratios = !args.store.starts_with("memory:");
-    bench_report::print_summary(&rounds, &baseline, ratios, config, remote);
+    report::print_summary(&rounds, &baseline, ratios, config, remote);
     Ok(())
 }
 

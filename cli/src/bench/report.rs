@@ -6,7 +6,7 @@
 
 use objwal::{Config, EarlySeals};
 
-use crate::counting::{Latency, Snapshot};
+use crate::bench::counting::{Latency, Snapshot};
 
 const MIB: f64 = (1u64 << 20) as f64;
 const GIB: f64 = (1u64 << 30) as f64;

@@ -2,7 +2,7 @@
 //! each reopen replays, over the whole history of one prefix. Pure: log
 //! lines and replayed entries in, reports out (no I/O, no clock).
 //!
-//! A child life writes one line per fact ([`crate::crash_gate_child`]
+//! A child life writes one line per fact ([`crate::crash_gate::child`]
 //! writes them), in this order in its log: an intent *before* the call that
 //! may make it true, an outcome *after* the library answered.
 //!
@@ -392,10 +392,10 @@ fn raise(map: &mut HashMap<u64, u64>, region: u64, id: u64) {
     *slot = (*slot).max(id);
 }
 
-#[path = "crash_gate_cycle.rs"]
+#[path = "cycle.rs"]
 mod cycle;
 pub use cycle::Cycle;
 
 #[cfg(test)]
-#[path = "crash_gate_check_tests.rs"]
+#[path = "check_tests.rs"]
 mod tests;

@@ -37,11 +37,8 @@ use crate::{CliError, CliResult};
 use check::{CycleReport, History};
 use child::LifeArgs;
 
-#[path = "crash_gate_check.rs"]
 mod check;
-#[path = "crash_gate_child.rs"]
 mod child;
-#[path = "crash_gate_life.rs"]
 mod life;
 
 use life::Kill;

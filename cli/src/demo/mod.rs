@@ -1,13 +1,13 @@
 //! `objwal demo`: a storage-engine workload that crashes and is checked.
 //!
 //! The parent re-executes its own binary as the hidden `demo-child`
-//! ([`crate::demo_child`]), which appends, flushes and logs every
+//! ([`crate::demo::child`]), which appends, flushes and logs every
 //! acknowledgement. At a random moment (seeded: 40% to 100% of `--seconds`)
 //! the parent SIGKILLs it, reopens the WAL in-process, replays every region
-//! from 0 and checks the replay against the log ([`crate::demo_check`]).
+//! from 0 and checks the replay against the log ([`crate::demo::check`]).
 //! It obsoletes nothing itself, stops the reopened store cleanly, prints a
 //! summary and exits 1 on any mismatch. Then it moves a region between two
-//! nodes' logs in the same store and checks it ([`crate::demo_handoff`]).
+//! nodes' logs in the same store and checks it ([`crate::demo::handoff`]).
 //!
 //! The default store is a fresh directory under the system temp directory
 //! (`objwal-demo-PID-MILLIS`: the store and the acknowledgement log, some
@@ -24,6 +24,10 @@
 //! one that writes); the parent prints the bound address as its `metrics:`
 //! line as soon as the writer has opened the store.
 
+pub(crate) mod check;
+pub(crate) mod child;
+pub(crate) mod handoff;
+
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -32,7 +36,7 @@ use objwal::{ObjectStorage, Storage, Wal};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
-use crate::demo_check::{AckLog, Checker, Report};
+use crate::demo::check::{AckLog, Checker, Report};
 use crate::store::{self, AckModeArg};
 use crate::{CliError, CliResult};
 
@@ -224,7 +228,7 @@ async fn run_at(prefix: &str, verbose: u8, args: &DemoArgs, place: &Place) -> Cl
     replay?;
     let report = checker.finish();
     print_summary(&log, &report, objects, bytes, open_time, enqueued);
-    let handoff = crate::demo_handoff::run(&handoff_storage, prefix, run).await;
+    let handoff = crate::demo::handoff::run(&handoff_storage, prefix, run).await;
     if let Err(e) = stopped {
         return Err(CliError::Failed(format!(
             "the reopened store did not stop cleanly: {e}"

@@ -12,7 +12,7 @@
 //!
 //! Objects above the tip that will not replay are a problem only when a
 //! second look, `--recheck-after` later, finds them still cut off at the
-//! same sequence ([`crate::looks`]): on a prefix a writer is appending to,
+//! same sequence ([`crate::inspect::looks`]): on a prefix a writer is appending to,
 //! the "missing" sequence is usually an object still uploading. Objects
 //! cut off only at the second look are reported as pending, not as a
 //! problem.
@@ -21,7 +21,7 @@ use objwal::storage::keys::Prefix;
 use objwal::wal::damage::{DamagedObject, UnreplayedObject};
 use objwal::{Config, DamagePolicy, Storage, WalReader};
 
-use crate::looks::Recheck;
+use crate::inspect::looks::Recheck;
 
 /// Objects named in one health line before "and N more".
 const NAMED: usize = 5;

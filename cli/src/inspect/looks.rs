@@ -16,7 +16,7 @@
 //! still uploading: a gap in the chain that fills a moment later. A gap is
 //! called missing only when a second look, [`Recheck::recheck_after`]
 //! later, finds the same objects above the tip still cut off at the same
-//! sequence ([`Health::of`](crate::health::Health::of) applies it).
+//! sequence ([`Health::of`](crate::inspect::health::Health::of) applies it).
 
 use std::future::Future;
 use std::time::Duration;

@@ -3,7 +3,7 @@
 //! Reads only what recovery reads: one tail window per object (the footer
 //! separately when it starts before the window) and, for objects with
 //! release records, the release segment. The library's recovery
-//! ([`crate::health`]) tells which objects are on the tip's chain, which are
+//! ([`crate::inspect::health`]) tells which objects are on the tip's chain, which are
 //! orphans, which are damaged and which lie above the tip and will not
 //! replay (at a second look `--recheck-after` later: on a live prefix the
 //! gap below them is usually an object still uploading); the health line
@@ -12,6 +12,12 @@
 //! Exits 1 when the health line is not OK: a damaged object under
 //! `objects/`, an object above the tip whose entries will not replay, or a
 //! recovery that fails. Segments are not read: `objwal verify` checks them.
+
+pub(crate) mod dump;
+pub(crate) mod health;
+pub(crate) mod looks;
+pub(crate) mod repair;
+pub(crate) mod verify;
 
 use std::collections::{BTreeMap, HashSet};
 
@@ -22,8 +28,8 @@ use objwal::storage::keys::Prefix;
 use objwal::{ObjectMeta, ObjectStorage, Storage};
 use serde::Serialize;
 
-use crate::health::Health;
-use crate::looks::{settle, Failure, Recheck, Verdict};
+use crate::inspect::health::Health;
+use crate::inspect::looks::{settle, Failure, Recheck, Verdict};
 use crate::{store, CliError, CliResult};
 
 /// Arguments of `objwal inspect`.
@@ -250,7 +256,7 @@ async fn inspect(
 
 /// One object from its tail (state "ok" until the chain is known). A tail
 /// is damaged only when a second look fails the same way
-/// ([`crate::looks`]); one whose reads keep failing is "unreadable".
+/// ([`crate::inspect::looks`]); one whose reads keep failing is "unreadable".
 async fn describe(storage: &Storage, prefix: &Prefix, meta: ObjectMeta) -> ObjectInfo {
     let sequence = prefix.parse_object_key(&meta.key);
     let mut info = ObjectInfo {

@@ -1,7 +1,7 @@
 //! `objwal repair URL [--yes]`: moves damaged objects aside so that the
 //! prefix opens again, and says exactly what is missing.
 //!
-//! It recovers the prefix as [`crate::health`] does, then prints what it
+//! It recovers the prefix as [`crate::inspect::health`] does, then prints what it
 //! would do: each damaged object under `objects/`, why, what it held, and
 //! where it goes (`<prefix>/quarantine/<its file name>`); and each object
 //! above the tip that will not replay, which no move can fix (restoring the
@@ -28,8 +28,8 @@ use objwal::storage::keys::Prefix;
 use objwal::wal::damage::quarantine_key;
 use objwal::{Created, ObjectStorage, Storage, WalReader};
 
-use crate::health::Health;
-use crate::looks::Recheck;
+use crate::inspect::health::Health;
+use crate::inspect::looks::Recheck;
 use crate::{store, CliError, CliResult};
 
 /// Arguments of `objwal repair`.

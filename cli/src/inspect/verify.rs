@@ -1,6 +1,6 @@
 //! `objwal verify URL`: everything that can be checked without writing.
 //!
-//! 1. Recovery, as `Wal::open` does it ([`crate::health`]): it names every
+//! 1. Recovery, as `Wal::open` does it ([`crate::inspect::health`]): it names every
 //!    structurally damaged object and every object above the tip whose
 //!    entries will not replay (its chain is broken by a missing object),
 //!    the latter only when a second look `--recheck-after` later finds the
@@ -10,7 +10,7 @@
 //!    fails here is one that reads would skip as a hole.
 //!
 //! An object is damaged only when a second read fails the same way
-//! ([`crate::looks`]): a read corrupted in transit followed by one that
+//! ([`crate::inspect::looks`]): a read corrupted in transit followed by one that
 //! decodes is an intact object. An object whose reads keep failing (or
 //! never agree) is `UNREADABLE`, a problem but not damage; one deleted
 //! after the listing (collected by a live writer) is skipped.
@@ -27,8 +27,8 @@ use objwal::format;
 use objwal::storage::keys::Prefix;
 use objwal::{ObjectMeta, ObjectStorage, Storage};
 
-use crate::health::Health;
-use crate::looks::{settle, Failure, Recheck, Verdict};
+use crate::inspect::health::Health;
+use crate::inspect::looks::{settle, Failure, Recheck, Verdict};
 use crate::{store, CliError, CliResult};
 
 /// Arguments of `objwal verify`.

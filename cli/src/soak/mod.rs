@@ -38,7 +38,6 @@ use tokio::sync::watch;
 use crate::store::{self, AckModeArg};
 use crate::{CliError, CliResult};
 
-#[path = "soak_load.rs"]
 mod load;
 
 /// Resident memory allowed above the bound the configuration promises:

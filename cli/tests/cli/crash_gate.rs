@@ -109,7 +109,7 @@ pub fn s3_store(name: &str) -> String {
     format!(
         "s3://{}/{}?endpoint={}&region=us-east-1",
         crate::common::S3_BUCKET,
-        crate::storage_conformance::unique_root(name),
+        crate::common::unique_root(name),
         crate::common::s3_endpoint()
     )
 }
