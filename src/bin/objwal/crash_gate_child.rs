@@ -257,6 +257,10 @@ pub async fn run(prefix: &str, args: LifeArgs) -> CliResult {
     overrides.insert("max_unpersisted_bytes".into(), MAX_UNPERSISTED_BYTES.into());
     if args.faults == Some(Kind::Stalls) {
         overrides.insert("request_timeout".into(), faults::STALL_TIMEOUT.into());
+        // `auto` hedges only where requests cost money, never on a
+        // directory: a budget of our own, so that stalled creates are
+        // hedged and the hedge's race with the void is exercised.
+        overrides.insert("hedge_creates".into(), faults::STALL_HEDGE_BUDGET.into());
     }
     let config = store::config(overrides)?;
     let log = Log;

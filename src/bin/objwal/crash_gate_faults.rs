@@ -48,7 +48,8 @@ pub enum Faults {
     /// Creates of objects fail while a release is called at once, so that
     /// releases meet a failing store (refused with `Failing`, kept).
     KeptReleases,
-    /// Requests that never answer; the life sets `request_timeout`.
+    /// Requests that never answer; the life sets `request_timeout` and a
+    /// budget of hedged creates.
     Stalls,
     /// One kind per life, in turn.
     All,
@@ -115,6 +116,10 @@ impl Kind {
 /// The `request_timeout` of a life with stalls: a stalled request is given
 /// up this long after it was sent (and a slow create is hedged at half).
 pub const STALL_TIMEOUT: &str = "200ms";
+
+/// The `hedge_creates` budget of a life with stalls: at most this fraction
+/// of creates is sent a second time.
+pub const STALL_HEDGE_BUDGET: f64 = 0.2;
 
 impl Faults {
     /// The name `--faults` takes.
