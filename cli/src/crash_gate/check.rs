@@ -12,12 +12,34 @@
 //! | `P w c r` | writer `w` is about to append its entry `c` to region `r` |
 //! | `A w c id` | durable mode: that entry is acknowledged with `id` |
 //! | `E w c id` | enqueued mode: that entry is admitted with `id` |
-//! | `N w c` | its append failed with a retryable error (it may still land) |
+//! | `N w c kind` | its append failed with an error of `kind` (below) |
 //! | `Q w c` | its append was refused: the region is released |
 //! | `D r id` | `wait_durable(r, id)` returned `Ok` |
 //! | `W r id` | `obsolete(r, id)` returned `Ok` |
 //! | `S r` / `R r` | `release_region(r)` is called / returned `Ok` |
 //! | `B k` / `C k` | `flush()` number `k` is called / returned `Ok` |
+//! | `K r kind` | a `release_region(r)` call failed (`failing`: refused, its record kept) |
+//! | `F kind n` | a fault of `kind` is armed for `n` requests (`--faults`) |
+//! | `G kind` | the child's `Wal::open` failed (under faults) and is repeated |
+//! | `Y r n` / `Z r kind` | a read of region `r` in the life ended after `n` entries / failed |
+//! | `X r id why` | that read returned an entry that is not the appended one |
+//! | `M name=value ...` | the life's store counters (`objwal_` left out) so far |
+//!
+//! **A failed append**: the `kind` of its error says what the library
+//! promised, and the check holds it to exactly that, no more:
+//! - `not-durable` (`Error::NotDurable`, durable mode): its batch's key was
+//!   settled by the batch's void, or by an earlier epoch's object, so
+//!   "nothing of it is logged" (rfcs/0003 section 6, rfcs/0006 "Durable
+//!   mode's failures"). It must never replay.
+//! - `failing` (`Error::Failing`): refused at admission while the store is
+//!   failing, in both modes (a batch never sent, rfcs/0006; a refused
+//!   append, rfcs/0004). It must never replay.
+//! - `storage` (durable mode, the store failing: the batch was sent and
+//!   its key is unsettled), `lost`, and any other kind: the outcome is
+//!   unknown. The batch may still land, and then a later open may replay
+//!   it (rfcs/0006), so it may replay or not, at most once, and once a
+//!   reopen found it gone it must stay gone (like an append cut by the
+//!   kill).
 //!
 //! Every entry is named across the history by its [`Key`] (life, writer,
 //! counter), and its bytes derive from the key and its region
@@ -35,20 +57,26 @@
 //!   A confirmed release that a reopen reports as not released is lost too.
 //! - **duplicated**: an id, or an entry's payload, replayed twice.
 //! - **resurrected**: an entry that was never appended (no `P` line), that
-//!   was refused, that an earlier reopen found missing (allowed then: it
-//!   must stay gone), or of a released region.
+//!   was refused (`Q`, `N .. failing`), whose append returned `NotDurable`
+//!   (`N .. not-durable`), that an earlier reopen found missing (allowed
+//!   then: it must stay gone), or of a released region.
 //! - **misordered**: ids of a region not strictly increasing in a replay;
 //!   one writer's entries of a region not in its append order; an id handed
 //!   out at or below an id an earlier life had for the region (L2).
 //! - **corrupt**: bytes that differ from the appended ones, an entry in
-//!   another region or under another id than it was acknowledged with, and
-//!   a log line the child cannot have written.
+//!   another region or under another id than it was acknowledged with, an
+//!   entry a life's own read got that differs (`X`), and a log line the
+//!   child cannot have written.
+//! - **replay differs**: a bulk replay (`Wal::replay`, `WalReader::replay`,
+//!   from 0 or from a start per region) whose entries of a region differ
+//!   from the per-region read's from the same point ([`replay`]), or that
+//!   failed.
 //!
 //! Entries an earlier reopen found missing are forgotten (an entry the
 //! history no longer knows that replays counts as resurrected), so memory
 //! follows the entries that still replay, not the length of the history.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use bytes::Bytes;
 use objwal::format::sequence_of;
@@ -81,10 +109,18 @@ pub fn payload_of(key: Key, region: u64) -> Bytes {
 /// What the history knows about an entry that may still replay.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Fate {
-    /// Its append was called (or failed retryably): it may replay or not.
+    /// Its append was called, no outcome logged: it may replay or not.
     Attempted,
-    /// Refused: it must never replay.
+    /// Its append returned an error that leaves the outcome open (`Storage`
+    /// in durable mode: the batch may still land, and a later open may
+    /// replay it; `Lost`; any other): it may replay or not, at most once.
+    Failed,
+    /// Refused (region released, or the store failing): never admitted,
+    /// it must never replay.
     Refused,
+    /// Its append returned `NotDurable`: its batch's key was settled by
+    /// the void, so it must never replay.
+    Void,
     /// Acknowledged durable: it must replay.
     Durable,
     /// Admitted (enqueued mode): it must replay once a barrier covers it.
@@ -157,6 +193,62 @@ pub struct CycleReport {
     pub misordered: Violations,
     /// Bytes, regions or ids that differ; impossible log lines.
     pub corrupt: Violations,
+    /// Bulk replays that differ from the per-region reads.
+    pub replay_differs: Violations,
+    /// The paths the life and the reopen went through.
+    pub paths: Paths,
+}
+
+/// What a cycle exercised, per path: the gate's summary prints every one,
+/// so that a path no cycle reached shows as 0.
+#[derive(Debug, Default, Clone)]
+pub struct Paths {
+    /// Faults armed (`F`), by kind.
+    pub faults_armed: BTreeMap<String, u64>,
+    /// Entries whose append failed (`N`), by error kind.
+    pub failed_appends: BTreeMap<String, u64>,
+    /// Entries refused because their region was released (`Q`).
+    pub refused_released: u64,
+    /// Failed `release_region` calls (`K`), by error kind.
+    pub failed_releases: BTreeMap<String, u64>,
+    /// Opens of a life that failed under faults and were repeated (`G`).
+    pub failed_opens: u64,
+    /// Reads in the lives that ended (`Y`), the entries they checked, and
+    /// reads that failed (`Z`).
+    pub life_reads: u64,
+    /// Entries those reads returned and checked.
+    pub life_read_entries: u64,
+    /// Reads in the lives that failed.
+    pub life_reads_failed: u64,
+    /// The store's counters of the life, as it last reported them (`M`).
+    pub store: BTreeMap<String, u64>,
+    /// Region sequences of bulk replays compared with the reads.
+    pub replays_compared: u64,
+    /// Entries the reads gave that the replays were compared with.
+    pub replay_entries: u64,
+}
+
+fn add_map(to: &mut BTreeMap<String, u64>, from: &BTreeMap<String, u64>) {
+    for (k, v) in from {
+        *to.entry(k.clone()).or_insert(0) += v;
+    }
+}
+
+impl Paths {
+    /// Adds `other`'s counts to these.
+    pub fn add(&mut self, other: &Paths) {
+        add_map(&mut self.faults_armed, &other.faults_armed);
+        add_map(&mut self.failed_appends, &other.failed_appends);
+        self.refused_released += other.refused_released;
+        add_map(&mut self.failed_releases, &other.failed_releases);
+        self.failed_opens += other.failed_opens;
+        self.life_reads += other.life_reads;
+        self.life_read_entries += other.life_read_entries;
+        self.life_reads_failed += other.life_reads_failed;
+        add_map(&mut self.store, &other.store);
+        self.replays_compared += other.replays_compared;
+        self.replay_entries += other.replay_entries;
+    }
 }
 
 impl CycleReport {
@@ -167,6 +259,28 @@ impl CycleReport {
             + self.resurrected.count
             + self.misordered.count
             + self.corrupt.count
+            + self.replay_differs.count
+    }
+
+    /// Adds `r`'s counts to these totals (kept descriptions are not added).
+    pub fn add(&mut self, r: &CycleReport) {
+        self.acknowledged += r.acknowledged;
+        self.promised += r.promised;
+        self.watermarks += r.watermarks;
+        self.releases += r.releases;
+        self.flushes += r.flushes;
+        self.replayed += r.replayed;
+        self.unlogged += r.unlogged;
+        self.allowed_loss += r.allowed_loss;
+        self.allowed_loss_objects += r.allowed_loss_objects;
+        self.collected += r.collected;
+        self.lost.count += r.lost.count;
+        self.duplicated.count += r.duplicated.count;
+        self.resurrected.count += r.resurrected.count;
+        self.misordered.count += r.misordered.count;
+        self.corrupt.count += r.corrupt.count;
+        self.replay_differs.count += r.replay_differs.count;
+        self.paths.add(&r.paths);
     }
 
     /// Every kept violation line, kind first.
@@ -177,6 +291,7 @@ impl CycleReport {
             ("resurrected", &self.resurrected),
             ("misordered", &self.misordered),
             ("corrupt", &self.corrupt),
+            ("replay differs", &self.replay_differs),
         ];
         kinds
             .iter()
@@ -284,24 +399,17 @@ impl History {
         barriers: &mut HashMap<u64, u64>,
         admitted_sequence: &mut u64,
     ) -> Result<(), String> {
-        let mut fields = line.split(' ');
-        let kind = fields.next().unwrap_or_default();
-        let mut number = || -> Result<u64, String> {
-            let field = fields.next().ok_or("a field is missing")?;
-            field
-                .parse()
-                .map_err(|_| format!("{field:?} is not a number"))
-        };
-        let key = |number: &mut dyn FnMut() -> Result<u64, String>| -> Result<Key, String> {
-            let writer = u16::try_from(number()?).map_err(|_| "writer out of range")?;
-            let counter = u32::try_from(number()?).map_err(|_| "counter out of range")?;
-            Ok((life, writer, counter))
-        };
+        if let Some(counters) = line.strip_prefix("M ") {
+            report.paths.store = counters_of(counters)?;
+            return Ok(());
+        }
+        let mut f = Fields(line.split(' '));
+        let kind = f.0.next().unwrap_or_default();
         match kind {
             "O" => report.opened = true,
             "P" => {
-                let key = key(&mut number)?;
-                let region = number()?;
+                let key = f.key(life)?;
+                let region = f.number()?;
                 self.region_seen(region);
                 let known = Known {
                     region,
@@ -313,8 +421,8 @@ impl History {
                 }
             }
             "A" | "E" => {
-                let key = key(&mut number)?;
-                let id = number()?;
+                let key = f.key(life)?;
+                let id = f.number()?;
                 let known = self.known.get_mut(&key).ok_or("no intent logged before")?;
                 if known.fate != Fate::Attempted || known.id.is_some() {
                     return Err("an outcome logged twice".into());
@@ -338,19 +446,70 @@ impl History {
                 }
             }
             "N" | "Q" => {
-                let key = key(&mut number)?;
+                let key = f.key(life)?;
                 let known = self.known.get_mut(&key).ok_or("no intent logged before")?;
+                if known.fate != Fate::Attempted || known.id.is_some() {
+                    return Err("an outcome logged twice".into());
+                }
                 if kind == "Q" {
                     known.fate = Fate::Refused;
+                    report.paths.refused_released += 1;
+                } else {
+                    let error = f.word("the error kind")?;
+                    known.fate = match error {
+                        "not-durable" => Fate::Void,
+                        "failing" => Fate::Refused,
+                        _ => Fate::Failed,
+                    };
+                    *report.paths.failed_appends.entry(error.into()).or_insert(0) += 1;
                 }
             }
+            "K" => {
+                let region = f.number()?;
+                self.region_seen(region);
+                let error = f.word("the error kind")?;
+                *report
+                    .paths
+                    .failed_releases
+                    .entry(error.into())
+                    .or_insert(0) += 1;
+            }
+            "F" => {
+                let fault = f.word("the fault kind")?;
+                if super::faults::Kind::parse(fault).is_none() {
+                    return Err(format!("no fault kind {fault:?}"));
+                }
+                f.number()?;
+                *report.paths.faults_armed.entry(fault.into()).or_insert(0) += 1;
+            }
+            "G" => {
+                f.word("the error kind")?;
+                report.paths.failed_opens += 1;
+            }
+            "Y" => {
+                let (_region, entries) = (f.number()?, f.number()?);
+                report.paths.life_reads += 1;
+                report.paths.life_read_entries += entries;
+            }
+            "Z" => {
+                f.number()?;
+                f.word("the error kind")?;
+                report.paths.life_reads_failed += 1;
+            }
+            "X" => {
+                let (region, id) = (f.number()?, f.number()?);
+                let why = f.word("the reason")?;
+                report.corrupt.add(format!(
+                    "life {life}: a read of region {region} returned id {id}, not the entry appended ({why})"
+                ));
+            }
             "D" => {
-                let (region, id) = (number()?, number()?);
+                let (region, id) = (f.number()?, f.number()?);
                 log.durable_sequence = log.durable_sequence.max(sequence_of(id));
                 raise(&mut self.durable_ids, region, id);
             }
             "W" => {
-                let (region, id) = (number()?, number()?);
+                let (region, id) = (f.number()?, f.number()?);
                 let durable = self.durable_ids.get(&region).copied().unwrap_or(0);
                 if id > durable {
                     return Err(format!("obsolete above the durable id {durable}"));
@@ -359,32 +518,70 @@ impl History {
                 report.watermarks += 1;
             }
             "S" => {
-                let region = number()?;
+                let region = f.number()?;
                 self.region_seen(region);
                 log.releasing.insert(region);
             }
             "R" => {
-                let region = number()?;
+                let region = f.number()?;
                 log.releasing.remove(&region);
                 self.releasing.remove(&region);
                 self.released.insert(region);
                 report.releases += 1;
             }
             "B" => {
-                barriers.insert(number()?, *admitted_sequence);
+                barriers.insert(f.number()?, *admitted_sequence);
             }
             "C" => {
-                let covered = barriers.get(&number()?).ok_or("no flush call logged")?;
+                let covered = barriers.get(&f.number()?).ok_or("no flush call logged")?;
                 log.durable_sequence = log.durable_sequence.max(*covered);
                 report.flushes += 1;
             }
             _ => return Err("unknown kind".into()),
         }
-        if fields.next().is_some() {
+        if f.0.next().is_some() {
             return Err("too many fields".into());
         }
         Ok(())
     }
+}
+
+/// The fields of a log line after its kind.
+struct Fields<'a>(std::str::Split<'a, char>);
+
+impl<'a> Fields<'a> {
+    fn word(&mut self, what: &str) -> Result<&'a str, String> {
+        self.0.next().ok_or_else(|| format!("{what} is missing"))
+    }
+
+    fn number(&mut self) -> Result<u64, String> {
+        let field = self.word("a field")?;
+        field
+            .parse()
+            .map_err(|_| format!("{field:?} is not a number"))
+    }
+
+    /// An entry's key: writer and counter, in `life`.
+    fn key(&mut self, life: u32) -> Result<Key, String> {
+        let writer = u16::try_from(self.number()?).map_err(|_| "writer out of range")?;
+        let counter = u32::try_from(self.number()?).map_err(|_| "counter out of range")?;
+        Ok((life, writer, counter))
+    }
+}
+
+/// The fields of an `M` line: `name=value`, separated by spaces.
+fn counters_of(text: &str) -> Result<BTreeMap<String, u64>, String> {
+    text.split(' ')
+        .map(|field| {
+            let (name, value) = field
+                .split_once('=')
+                .ok_or_else(|| format!("{field:?} is not name=value"))?;
+            let value = value
+                .parse()
+                .map_err(|_| format!("{value:?} is not a number"))?;
+            Ok((name.to_owned(), value))
+        })
+        .collect()
 }
 
 fn raise(map: &mut HashMap<u64, u64>, region: u64, id: u64) {
@@ -395,6 +592,8 @@ fn raise(map: &mut HashMap<u64, u64>, region: u64, id: u64) {
 #[path = "cycle.rs"]
 mod cycle;
 pub use cycle::Cycle;
+#[path = "replay.rs"]
+pub mod replay;
 
 #[cfg(test)]
 #[path = "check_tests.rs"]

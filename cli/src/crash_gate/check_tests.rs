@@ -82,7 +82,12 @@ fn a_durable_acknowledgement_that_does_not_replay_is_lost() {
 fn an_attempt_may_replay_or_not_but_once_gone_stays_gone() {
     let mut h = History::default();
     let x = entry_id(3, 1);
-    let report = cycle(&mut h, 1, "P 0 1 5\nP 0 2 5\nN 0 2\n", &[(5, x, (1, 0, 1))]);
+    let report = cycle(
+        &mut h,
+        1,
+        "P 0 1 5\nP 0 2 5\nN 0 2 storage\n",
+        &[(5, x, (1, 0, 1))],
+    );
     clean(&report);
     assert_eq!(report.unlogged, 1);
     // (1, 0, 2) did not replay: gone. Coming back is a resurrection.
@@ -271,4 +276,193 @@ fn a_region_no_life_named_is_resurrected_when_the_store_lists_it() {
     let mut check = h.absorb(1, "P 0 1 5\n");
     check.region_info(9, false);
     assert_eq!(check.finish().resurrected.count, 1);
+}
+
+#[test]
+fn an_append_that_returned_not_durable_must_never_replay() {
+    let x = entry_id(3, 1);
+    let log = "P 0 1 5\nN 0 1 not-durable\n";
+    let mut h = History::default();
+    let report = cycle(&mut h, 1, log, &[(5, x, (1, 0, 1))]);
+    assert_eq!(report.resurrected.count, 1, "{:?}", report.describe());
+    assert!(report.describe()[0].contains("NotDurable"));
+    let mut h = History::default();
+    let report = cycle(&mut h, 1, log, &[]);
+    clean(&report);
+    assert_eq!(report.paths.failed_appends.get("not-durable"), Some(&1));
+    assert_eq!(report.collected, 0);
+}
+
+#[test]
+fn an_append_refused_by_a_failing_store_must_never_replay() {
+    let x = entry_id(3, 1);
+    let log = "P 0 1 5\nN 0 1 failing\n";
+    let mut h = History::default();
+    let report = cycle(&mut h, 1, log, &[(5, x, (1, 0, 1))]);
+    assert_eq!(report.resurrected.count, 1, "{:?}", report.describe());
+    let mut h = History::default();
+    clean(&cycle(&mut h, 1, log, &[]));
+}
+
+#[test]
+fn an_append_that_failed_with_a_storage_error_may_replay_at_most_once() {
+    let (x, y) = (entry_id(3, 1), entry_id(4, 1));
+    for error in ["storage", "lost"] {
+        let log = format!("P 0 1 5\nN 0 1 {error}\n");
+        let mut h = History::default();
+        let report = cycle(&mut h, 1, &log, &[(5, x, (1, 0, 1))]);
+        clean(&report);
+        assert_eq!(report.unlogged, 1);
+        // Once replayed it is settled: it must replay at every later reopen.
+        let report = cycle(&mut h, 2, "", &[]);
+        assert_eq!(report.lost.count, 1, "{error}: {:?}", report.describe());
+        let mut h = History::default();
+        clean(&cycle(&mut h, 1, &log, &[]));
+        let mut h = History::default();
+        let report = cycle(&mut h, 1, &log, &[(5, x, (1, 0, 1)), (5, y, (1, 0, 1))]);
+        assert_eq!(
+            report.duplicated.count,
+            1,
+            "{error}: {:?}",
+            report.describe()
+        );
+    }
+}
+
+#[test]
+fn a_failed_append_without_its_error_kind_or_with_two_outcomes_is_impossible() {
+    for bad in [
+        "P 0 1 5\nN 0 1\n",
+        "P 0 1 5\nN 0 1 storage\nN 0 1 storage\n",
+        "P 0 1 5\nA 0 1 9\nN 0 1 storage\n",
+    ] {
+        let mut h = History::default();
+        let report = cycle(&mut h, 1, bad, &[]);
+        assert!(report.corrupt.count >= 1, "{bad:?} was accepted");
+    }
+}
+
+#[test]
+fn faults_failed_opens_releases_and_reads_in_a_life_are_counted_per_path() {
+    let log = "F stalls 2\nG storage\nO\nF stalls 1\nF kept-releases 3\nS 5\nK 5 failing\nK 5 storage\nR 5\n\
+               Y 3 12\nY 4 0\nZ 3 storage\nM created_objects_total=1 create_failures_total=2\n\
+               M created_objects_total=4 create_failures_total=2\nP 0 1 6\nQ 0 1\n";
+    let mut h = History::default();
+    let report = cycle(&mut h, 1, log, &[]);
+    clean(&report);
+    let p = &report.paths;
+    assert_eq!(p.faults_armed.get("stalls"), Some(&2));
+    assert_eq!(p.faults_armed.get("kept-releases"), Some(&1));
+    assert_eq!((p.failed_opens, report.opened), (1, true));
+    assert_eq!(p.failed_releases.get("failing"), Some(&1));
+    assert_eq!(p.failed_releases.get("storage"), Some(&1));
+    assert_eq!(
+        (p.life_reads, p.life_read_entries, p.life_reads_failed),
+        (2, 12, 1)
+    );
+    assert_eq!(p.refused_released, 1);
+    // The last report of the life counts.
+    assert_eq!(p.store.get("created_objects_total"), Some(&4));
+    let mut totals = CycleReport::default();
+    totals.add(&report);
+    totals.add(&report);
+    assert_eq!(totals.paths.faults_armed.get("stalls"), Some(&4));
+    assert_eq!(totals.paths.store.get("create_failures_total"), Some(&4));
+    for bad in [
+        "F bogus 1\n",
+        "F stalls\n",
+        "M created\n",
+        "M a=b\n",
+        "K 5\n",
+        "Y 3\n",
+    ] {
+        let mut h = History::default();
+        let report = cycle(&mut h, 1, bad, &[]);
+        assert!(report.corrupt.count >= 1, "{bad:?} was accepted");
+    }
+}
+
+#[test]
+fn an_entry_a_life_read_that_differs_from_the_appended_one_is_corrupt() {
+    let mut h = History::default();
+    let report = cycle(&mut h, 1, "X 5 99 bytes\n", &[]);
+    assert_eq!(report.corrupt.count, 1, "{:?}", report.describe());
+}
+
+/// The reads of `entries` and a check whose bulk replays are compared.
+fn replays(entries: &[(u64, u64, Key)]) -> Vec<(u64, replay::Seen)> {
+    entries
+        .iter()
+        .map(|(region, id, key)| (*region, replay::seen(*id, &payload_of(*key, *region))))
+        .collect()
+}
+
+#[test]
+fn a_bulk_replay_must_give_each_region_what_its_read_gave_from_the_same_point() {
+    let (x, y, z) = (entry_id(3, 1), entry_id(4, 1), entry_id(4, 2));
+    let log = format!("P 0 1 5\nA 0 1 {x}\nP 0 2 5\nA 0 2 {y}\nP 1 1 6\nA 1 1 {z}\n");
+    let read = [(5, x, (1, 0, 1)), (5, y, (1, 0, 2)), (6, z, (1, 1, 1))];
+    let compare = |label: &str, starts: &[(u64, u64)], replayed: Result<Vec<_>, String>| {
+        let mut h = History::default();
+        let mut check = h.absorb(1, &log);
+        for (region, id, key) in read {
+            check.entry(region, id, &payload_of(key, region));
+        }
+        let starts: std::collections::BTreeMap<u64, u64> = starts.iter().copied().collect();
+        check.replay(label, &starts, replayed);
+        check.finish()
+    };
+    let all = [(0, 0), (1, 0), (2, 0), (3, 0), (4, 0), (5, 0), (6, 0)];
+    // Interleaved regions are fine; each region's order is what counts.
+    let interleaved = replays(&[read[0], read[2], read[1]]);
+    let report = compare("from 0", &all, Ok(interleaved));
+    clean(&report);
+    assert_eq!(report.paths.replays_compared, 7);
+    assert_eq!(report.paths.replay_entries, 3);
+    // From a start per region: the entries at or above it.
+    let from = [(5, y), (6, z + 1)];
+    clean(&compare("from ids", &from, Ok(replays(&[read[1]]))));
+    let differs = |report: CycleReport| {
+        assert_eq!(report.replay_differs.count, 1, "{:?}", report.describe());
+        assert_eq!(report.violations(), 1, "{:?}", report.describe());
+    };
+    // A region's last entry missing, one too many, out of order, other
+    // bytes, a region not asked for, a replay that failed.
+    differs(compare("missing", &all, Ok(replays(&read[..2]))));
+    differs(compare("below start", &from, Ok(replays(&read[..2]))));
+    differs(compare(
+        "order",
+        &all,
+        Ok(replays(&[read[1], read[0], read[2]])),
+    ));
+    let mut other = replays(&read);
+    other[1].1 .2 ^= 1;
+    differs(compare("bytes", &all, Ok(other)));
+    differs(compare("not asked", &[(5, 0)], Ok(replays(&read))));
+    differs(compare("failed", &all, Err("boom".into())));
+}
+
+#[test]
+fn drawn_starts_cover_each_region_and_fall_on_or_between_its_ids() {
+    use rand::SeedableRng;
+    let mut h = History::default();
+    let (x, y) = (entry_id(3, 1), entry_id(4, 1));
+    let log = format!("P 0 1 5\nA 0 1 {x}\nP 0 2 5\nA 0 2 {y}\n");
+    let mut check = h.absorb(1, &log);
+    check.entry(5, x, &payload_of((1, 0, 1), 5));
+    check.entry(5, y, &payload_of((1, 0, 2), 5));
+    let mut seen_starts = std::collections::BTreeSet::new();
+    for seed in 0..64 {
+        let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+        let starts = check.replay_starts(&mut rng);
+        assert_eq!(
+            starts.keys().copied().collect::<Vec<_>>(),
+            (0..=5).collect::<Vec<_>>()
+        );
+        seen_starts.insert(starts[&5]);
+    }
+    assert_eq!(
+        seen_starts,
+        std::collections::BTreeSet::from([x, x + 1, y, y + 1])
+    );
 }

@@ -11,6 +11,15 @@
 //! In enqueued mode every entry's `wait_durable` runs behind its append; in
 //! durable mode one append in sixteen is followed by a `wait_durable`.
 //!
+//! With `--faults` the life's storage goes through the fault wrapper
+//! ([`super::faults`]): one kind of fault is armed every 50 to 300 ms, the
+//! store's counters are reported as `M` lines, a reader task reads regions
+//! back (so that read faults meet reads) and checks every byte it gets, the
+//! open is repeated when a fault fails it, and the errors the faults cause
+//! are recorded with their kind and tolerated (a permanent storage error
+//! included); the lives with kept releases also release a region right
+//! after each arming.
+//!
 //! Every fact goes to standard output, a pipe the parent reads, one line
 //! per `write` (shorter than `PIPE_BUF`, so a kill never interleaves two),
 //! in the grammar of [`super::check`]: an intent before its
@@ -26,11 +35,14 @@ use std::time::Duration;
 
 use futures::stream::FuturesOrdered;
 use futures::{FutureExt, StreamExt};
+use objwal::storage::fault::FaultyStorage;
 use objwal::{Error, Wal};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
 use super::check::{payload_of, Key};
+use super::faults::{self, Counters, Kind};
+use crate::payload;
 use crate::store::{self, AckModeArg};
 use crate::{CliError, CliResult};
 
@@ -134,6 +146,8 @@ pub struct LifeArgs {
     pub flush_interval: String,
     /// The longest the parent lets a life run (the releaser's horizon).
     pub life_seconds: f64,
+    /// The kind of fault this life arms, if any.
+    pub faults: Option<Kind>,
 }
 
 /// The fact log on standard output (whose lock keeps lines whole).
@@ -184,6 +198,8 @@ struct Shared {
     log: Log,
     life: u32,
     enqueued: bool,
+    /// Faults are armed in this life: the errors they cause are tolerated.
+    faulty: bool,
     avoid: Mutex<(Regions, BTreeSet<u64>)>,
     /// Per region, the largest id this life knows durable.
     durable: Mutex<HashMap<u64, u64>>,
@@ -233,15 +249,41 @@ pub async fn run(prefix: &str, args: LifeArgs) -> CliResult {
         .read_to_string(&mut input)
         .map_err(|e| CliError::Failed(format!("crash-gate child: cannot read its input: {e}")))?;
     let inherited = Inherited::parse(&input).map_err(CliError::Failed)?;
-    let storage = store::open(&args.store, false)?;
+    let faulty = FaultyStorage::new(store::open(&args.store, false)?);
     let mut overrides = serde_json::Map::new();
     overrides.insert("ack_mode".into(), args.ack_mode.as_str().into());
     overrides.insert("flush_interval".into(), args.flush_interval.clone().into());
     overrides.insert("max_batch_bytes".into(), MAX_BATCH_BYTES.into());
     overrides.insert("max_unpersisted_bytes".into(), MAX_UNPERSISTED_BYTES.into());
+    if args.faults == Some(Kind::Stalls) {
+        overrides.insert("request_timeout".into(), faults::STALL_TIMEOUT.into());
+        // `auto` hedges only where requests cost money, never on a
+        // directory: a budget of our own, so that stalled creates are
+        // hedged and the hedge's race with the void is exercised.
+        overrides.insert("hedge_creates".into(), faults::STALL_HEDGE_BUDGET.into());
+    }
     let config = store::config(overrides)?;
     let log = Log;
-    let wal = Wal::open(storage, prefix, config).await?;
+    let rng =
+        |salt: u64| StdRng::seed_from_u64(args.seed ^ salt.wrapping_mul(0x9e37_79b9_7f4a_7c15));
+    let mut tasks = tokio::task::JoinSet::new();
+    // Before the open, so that the store's handles reach the recorder and
+    // faults may fall into the open.
+    if let Some(counters) = Counters::install() {
+        tasks.spawn(faults::report(counters, move |l| log.line(l)));
+    }
+    let release_now = Arc::new(tokio::sync::Notify::new());
+    if let Some(kind) = args.faults {
+        let (faulty, release_now) = (faulty.clone(), release_now.clone());
+        tasks.spawn(faults::arm(
+            faulty,
+            kind,
+            rng(5 << 20),
+            move |l| log.line(l),
+            release_now,
+        ));
+    }
+    let wal = open(&faulty, prefix, config, args.faults.is_some(), log).await?;
     log.line(format_args!("O"))?;
     let mut avoid = inherited.released.clone();
     avoid.extend(&inherited.releasing);
@@ -255,24 +297,27 @@ pub async fn run(prefix: &str, args: LifeArgs) -> CliResult {
         log,
         life: args.life,
         enqueued: args.ack_mode == AckModeArg::Enqueued,
+        faulty: args.faults.is_some(),
         avoid: Mutex::new((Regions::new(args.regions.max(1), &avoid), avoid)),
         durable: Mutex::new(inherited.durable.iter().copied().collect()),
     });
-    let rng =
-        |salt: u64| StdRng::seed_from_u64(args.seed ^ salt.wrapping_mul(0x9e37_79b9_7f4a_7c15));
-    let mut tasks = tokio::task::JoinSet::new();
     for writer in 0..args.writers {
         tasks.spawn(write(shared.clone(), writer, rng(u64::from(writer) + 1)));
     }
     tasks.spawn(flusher(shared.clone(), inherited.watermarks, rng(1 << 20)));
     tasks.spawn(barriers(shared.clone(), rng(2 << 20)));
     let horizon = Duration::from_secs_f64(args.life_seconds);
+    let kept_releases = (args.faults == Some(Kind::KeptReleases)).then_some(release_now);
     tasks.spawn(releaser(
         shared.clone(),
         inherited.releasing,
         horizon,
+        kept_releases,
         rng(3 << 20),
     ));
+    if args.faults.is_some() {
+        tasks.spawn(reader(shared.clone(), rng(4 << 20)));
+    }
     let deadline = tokio::time::sleep(horizon + Duration::from_secs(120));
     tokio::select! {
         () = deadline => Err(CliError::Failed("crash-gate child: not killed before its deadline".into())),
@@ -284,11 +329,57 @@ pub async fn run(prefix: &str, args: LifeArgs) -> CliResult {
     }
 }
 
+/// Opens the WAL: once without faults; with faults, again after a failed
+/// open (logged `G kind`: a fault may fail a claim, a listing or a tail
+/// read), up to [`OPEN_ATTEMPTS`] times.
+async fn open(
+    faulty: &FaultyStorage,
+    prefix: &str,
+    config: objwal::Config,
+    faults: bool,
+    log: Log,
+) -> Result<Wal, CliError> {
+    let mut attempt = 1;
+    loop {
+        match Wal::open(faulty.storage(), prefix, config.clone()).await {
+            Ok(wal) => return Ok(wal),
+            Err(e) if faults && attempt < OPEN_ATTEMPTS => {
+                tracing::warn!(error = %e, attempt, "crash-gate child: open failed under faults");
+                log.line(format_args!("G {}", error_kind(&e)))?;
+            }
+            Err(e) => return Err(e.into()),
+        }
+        attempt += 1;
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// How often a life with faults tries to open before it gives up.
+const OPEN_ATTEMPTS: u32 = 20;
+
+/// The name of an error's kind in the log (`N`, `K`, `Z`, `G` lines).
+pub fn error_kind(e: &Error) -> &'static str {
+    match e {
+        Error::NotDurable { .. } => "not-durable",
+        Error::Storage { .. } => "storage",
+        Error::Failing { .. } => "failing",
+        Error::Lost { .. } => "lost",
+        Error::Stopped { .. } => "stopped",
+        Error::Fenced { .. } => "fenced",
+        Error::Poisoned { .. } => "poisoned",
+        Error::RegionReleased { .. } => "released",
+        Error::Corrupted { .. } => "corrupted",
+        _ => "other",
+    }
+}
+
 /// A failure the workload goes on after: a retryable error (the engine
-/// would retry). Anything else ends the life, and so fails the gate.
-fn tolerated(e: Error) -> CliResult {
-    if e.is_retryable() {
-        tracing::warn!(error = %e, "crash-gate child: retryable error");
+/// would retry), and with faults armed also a permanent storage error (an
+/// injected one). Anything else ends the life, and so fails the gate.
+fn tolerated(shared: &Shared, e: Error) -> CliResult {
+    let injected = shared.faulty && matches!(e, Error::Storage { .. });
+    if e.is_retryable() || injected {
+        tracing::warn!(error = %e, "crash-gate child: tolerated error");
         Ok(())
     } else {
         Err(CliError::Failed(format!("crash-gate child: {e}")))
@@ -340,10 +431,11 @@ async fn write(shared: Arc<Shared>, writer: u16, mut rng: StdRng) -> CliResult {
                 }
             }
             Err(e) => {
+                let kind = error_kind(&e);
                 for ((_, w, c), _) in &entries {
-                    log.line(format_args!("N {w} {c}"))?;
+                    log.line(format_args!("N {w} {c} {kind}"))?;
                 }
-                tolerated(e)?;
+                tolerated(&shared, e)?;
             }
         }
         while pending.len() >= MAX_NOT_DURABLE {
@@ -364,7 +456,7 @@ fn barrier_done(shared: &Shared, (region, id, result): (u64, u64, Result<(), Err
             shared.durable(region, id);
             Ok(())
         }
-        Err(e) => tolerated(e),
+        Err(e) => tolerated(shared, e),
     }
 }
 
@@ -389,7 +481,7 @@ async fn flusher(shared: Arc<Shared>, inherited: Vec<(u64, u64)>, mut rng: StdRn
                     watermarks.insert(region, id);
                     shared.log.line(format_args!("W {region} {id}"))?;
                 }
-                Err(e) => tolerated(e)?,
+                Err(e) => tolerated(&shared, e)?,
             }
         }
     }
@@ -402,7 +494,7 @@ async fn barriers(shared: Arc<Shared>, mut rng: StdRng) -> CliResult {
         shared.log.line(format_args!("B {k}"))?;
         match shared.wal.flush().await {
             Ok(()) => shared.log.line(format_args!("C {k}"))?,
-            Err(e) => tolerated(e)?,
+            Err(e) => tolerated(&shared, e)?,
         }
     }
     Ok(())
@@ -410,14 +502,24 @@ async fn barriers(shared: Arc<Shared>, mut rng: StdRng) -> CliResult {
 
 /// Repeats the inherited releases, then, in three lives of four, drops
 /// one active region at a random moment of the first half of the life.
+/// With `kept_releases` it also drops one right after each arming of
+/// failed creates (so that releases meet a failing store).
 async fn releaser(
     shared: Arc<Shared>,
     repeat: BTreeSet<u64>,
     horizon: Duration,
+    kept_releases: Option<Arc<tokio::sync::Notify>>,
     mut rng: StdRng,
 ) -> CliResult {
     for region in repeat {
         release(&shared, region).await?;
+    }
+    if let Some(armed) = kept_releases {
+        loop {
+            armed.notified().await;
+            let region = shared.retire(&mut rng);
+            release(&shared, region).await?;
+        }
     }
     if rng.random_ratio(3, 4) {
         tokio::time::sleep(horizon.mul_f64(rng.random_range(0.0..0.5))).await;
@@ -429,15 +531,72 @@ async fn releaser(
 }
 
 /// Releases `region` until a call returns `Ok` (a failed release is
-/// repeated, as an engine whose manifest says "dropped" does).
+/// repeated, as an engine whose manifest says "dropped" does); each failed
+/// call is logged `K region kind` (`failing`: refused, its record kept).
 async fn release(shared: &Shared, region: u64) -> CliResult {
     shared.log.line(format_args!("S {region}"))?;
     loop {
         match shared.wal.release_region(region).await {
             Ok(()) => return shared.log.line(format_args!("R {region}")),
-            Err(e) => tolerated(e)?,
+            Err(e) => {
+                shared
+                    .log
+                    .line(format_args!("K {region} {}", error_kind(&e)))?;
+                tolerated(shared, e)?;
+            }
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// With faults: every 20 to 100 ms reads an active region (from 0: what
+/// is above its watermark), as an engine reads a region it takes over,
+/// and checks every entry it gets against the bytes appended (`X region
+/// id why` for one that differs: corruption must never reach a caller).
+/// A read that ends is logged `Y region entries`, one that fails `Z region
+/// kind`.
+async fn reader(shared: Arc<Shared>, mut rng: StdRng) -> CliResult {
+    loop {
+        tokio::time::sleep(Duration::from_millis(rng.random_range(20..=100))).await;
+        let region = shared.pick(&mut rng);
+        let mut entries = Box::pin(shared.wal.read(region, 0));
+        let mut last = 0;
+        let mut count = 0u64;
+        let mut failed = None;
+        while let Some(entry) = entries.next().await {
+            let entry = match entry {
+                Ok(entry) => entry,
+                Err(e) => {
+                    failed = Some(e);
+                    break;
+                }
+            };
+            count += 1;
+            let why = match payload::check(&entry.data) {
+                _ if entry.id <= last => Some("order"),
+                Err(_) => Some("payload"),
+                Ok(i) => {
+                    let key = (i.run, i.writer, i.counter);
+                    (entry.region != region || entry.data != payload_of(key, region))
+                        .then_some("bytes")
+                }
+            };
+            if let Some(why) = why {
+                shared
+                    .log
+                    .line(format_args!("X {region} {} {why}", entry.id))?;
+            }
+            last = entry.id;
+        }
+        match failed {
+            None => shared.log.line(format_args!("Y {region} {count}"))?,
+            Some(e) => {
+                shared
+                    .log
+                    .line(format_args!("Z {region} {}", error_kind(&e)))?;
+                tolerated(&shared, e)?;
+            }
+        }
     }
 }
 

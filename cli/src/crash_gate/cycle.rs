@@ -6,6 +6,7 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 
 use objwal::format::sequence_of;
 
+use super::replay::{Reads, Seen};
 use super::{payload_of, raise, CycleReport, Fate, History, Key, LifeLog};
 use crate::payload;
 
@@ -23,6 +24,8 @@ pub struct Cycle<'h> {
     released_now: BTreeSet<u64>,
     /// Regions the reopened store reports with segments, not released.
     listed_unreleased: BTreeSet<u64>,
+    /// The per-region reads, for the comparison with bulk replays.
+    reads: Reads,
 }
 
 impl<'h> Cycle<'h> {
@@ -39,6 +42,7 @@ impl<'h> Cycle<'h> {
             replayed_sequences: BTreeSet::new(),
             released_now: BTreeSet::new(),
             listed_unreleased: BTreeSet::new(),
+            reads: Reads::default(),
         }
     }
 }
@@ -70,6 +74,7 @@ impl Cycle<'_> {
 
     /// One replayed entry of `region`, in read order.
     pub fn entry(&mut self, region: u64, id: u64, data: &[u8]) {
+        self.reads.add(region, id, data);
         let released = self.is_released(region);
         let report = &mut self.report;
         report.replayed += 1;
@@ -121,9 +126,11 @@ impl Cycle<'_> {
                 known.id
             ));
         }
-        if known.fate == Fate::Refused || released {
+        if matches!(known.fate, Fate::Refused | Fate::Void) || released {
             let why = if released {
                 "its region was released"
+            } else if known.fate == Fate::Void {
+                "its append returned NotDurable (its key settled by the void)"
             } else {
                 "its append was refused"
             };
@@ -131,7 +138,7 @@ impl Cycle<'_> {
                 "region {region} id {id}: entry {key:?} replayed although {why}"
             ));
         }
-        if known.fate == Fate::Attempted {
+        if matches!(known.fate, Fate::Attempted | Fate::Failed) {
             report.unlogged += 1;
         }
         known.id = Some(id);
@@ -143,6 +150,36 @@ impl Cycle<'_> {
             ));
         }
         *counter = (*counter).max(key.2);
+    }
+
+    /// A start per region for a bulk replay "from a random id", drawn by
+    /// `rng` from what the reads gave ([`Reads::draw_starts`]).
+    pub fn replay_starts(&self, rng: &mut impl rand::Rng) -> std::collections::BTreeMap<u64, u64> {
+        self.reads.draw_starts(self.regions(), rng)
+    }
+
+    /// Compares the bulk replay `label` of every region from `starts`
+    /// (its entries in stream order, or the error that ended it) with the
+    /// per-region reads; a difference is a `replay differs` violation.
+    pub fn replay(
+        &mut self,
+        label: &str,
+        starts: &std::collections::BTreeMap<u64, u64>,
+        replayed: Result<Vec<(u64, Seen)>, String>,
+    ) {
+        self.report.paths.replays_compared += starts.len() as u64;
+        match replayed {
+            Ok(entries) => {
+                self.report.paths.replay_entries += entries.len() as u64;
+                for line in self.reads.compare(starts, &entries) {
+                    self.report.replay_differs.add(format!("{label}: {line}"));
+                }
+            }
+            Err(e) => self
+                .report
+                .replay_differs
+                .add(format!("{label} failed: {e}")),
+        }
     }
 
     /// Checks what did not replay, settles the history for the next life
@@ -174,7 +211,7 @@ impl Cycle<'_> {
                 Fate::Admitted => known
                     .id
                     .is_some_and(|id| sequence_of(id) <= self.life.durable_sequence),
-                Fate::Attempted | Fate::Refused => false,
+                Fate::Attempted | Fate::Failed | Fate::Refused | Fate::Void => false,
             };
             // Only this life's entries are still durable or admitted: every
             // older one was settled or forgotten by an earlier reopen.
@@ -199,7 +236,10 @@ impl Cycle<'_> {
                 .id
                 .is_some_and(|id| id <= h.watermarks.get(&region).copied().unwrap_or(0));
             if released || obsolete {
-                if known.fate != Fate::Attempted && known.fate != Fate::Refused {
+                if !matches!(
+                    known.fate,
+                    Fate::Attempted | Fate::Failed | Fate::Refused | Fate::Void
+                ) {
                     self.report.collected += 1;
                 }
             } else if must {

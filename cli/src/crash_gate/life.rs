@@ -48,6 +48,7 @@ impl Gate<'_> {
                 &a.life_seconds.to_string(),
             ])
             .args(["--flush-interval", &a.flush_interval])
+            .args(["--faults", self.args.faults.as_str()])
             .stdin(std::process::Stdio::piped())
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped())
@@ -132,7 +133,8 @@ pub(super) enum Kill {
 }
 
 /// Reads a pipe to its end in a task; `opened` is sent once the bytes
-/// start with a life's `O` line (always its first).
+/// hold a life's `O` line (its first, but for the lines of faults armed
+/// and of failed opens before it).
 fn drain<R>(
     pipe: Option<R>,
     mut opened: Option<tokio::sync::oneshot::Sender<()>>,
@@ -151,13 +153,18 @@ where
                 Ok(0) | Err(_) => return bytes,
                 Ok(n) => bytes.extend_from_slice(chunk.get(..n).unwrap_or_default()),
             }
-            if bytes.starts_with(b"O\n") {
+            let opened_now = || bytes.starts_with(b"O\n") || contains(&bytes, b"\nO\n");
+            if opened.is_some() && opened_now() {
                 if let Some(tx) = opened.take() {
                     let _ = tx.send(());
                 }
             }
         }
     })
+}
+
+fn contains(haystack: &[u8], needle: &[u8]) -> bool {
+    haystack.windows(needle.len()).any(|w| w == needle)
 }
 
 /// What a drained pipe held, or `None` when it did not close in time.

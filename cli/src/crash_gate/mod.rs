@@ -13,7 +13,12 @@
 //! kills fall into its recovery and its claim of the prefix).
 //! Then it reopens the prefix with `Wal::open` (timed: the recovery time),
 //! reads the store's regions and every region any life named from id 0,
-//! checks them ([`check`]) and stops the store. The first
+//! checks them ([`check`]), replays every region in bulk (`Wal::replay`
+//! from 0 and from a start per region drawn from the seed), stops the
+//! store, opens a `WalReader` and replays the same two ways, each replay
+//! compared with the reads ([`check::replay`]), all with the smallest
+//! `replay_buffer_bytes` so that replay pages fill. The reopen runs with
+//! no faults; with `--faults KIND` the lives arm them ([`faults`]). The first
 //! cycle with a violation ends the gate with exit 1, its seed and the
 //! violations printed.
 //!
@@ -25,20 +30,24 @@
 //! default store is a fresh directory under the temp directory, removed
 //! after a success and kept (its path printed) after a failure.
 
+use std::collections::BTreeMap;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use futures::StreamExt;
-use objwal::{ObjectStorage, Storage, Wal};
+use futures::{Stream, StreamExt};
+use objwal::{Config, Entry, ObjectStorage, Storage, Wal, WalReader};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
 use crate::store::{self, AckModeArg};
 use crate::{CliError, CliResult};
+use check::replay::{seen, Seen};
 use check::{CycleReport, History};
 use child::LifeArgs;
+use faults::{Faults, Kind};
 
 mod check;
 mod child;
+mod faults;
 mod life;
 
 use life::Kill;
@@ -77,6 +86,11 @@ pub struct CrashGateArgs {
     /// The lives' flush interval (a duration like "10ms").
     #[arg(long, default_value = "10ms")]
     flush_interval: String,
+    /// The storage faults each life arms, one kind at a time: every 50 to
+    /// 300 ms, for the next 1 to 3 requests (`all`: each life the next
+    /// kind). The reopens run without faults.
+    #[arg(long, value_enum, default_value = "none")]
+    faults: Faults,
     /// Internal: run as life number N (the parent sets it).
     #[arg(long, hide = true)]
     child_life: Option<u32>,
@@ -109,13 +123,14 @@ pub async fn run(prefix: &str, verbose: u8, args: CrashGateArgs) -> CliResult {
     refuse_used_prefix(&storage, prefix, "crash-gate").await?;
     let seed = args.seed.unwrap_or_else(clock_seed);
     out!(
-        "objwal crash-gate: {} cycles, {} acks, {} regions, {} writers, lives up to {} s, flush interval {}, seed {seed}",
+        "objwal crash-gate: {} cycles, {} acks, {} regions, {} writers, lives up to {} s, flush interval {}, faults {}, seed {seed}",
         args.cycles,
         args.ack_mode.as_str(),
         args.regions,
         args.writers,
         args.life,
-        args.flush_interval
+        args.flush_interval,
+        args.faults.as_str()
     );
     out!("store:        {url} (prefix {prefix})");
     let mut gate = Gate {
@@ -158,6 +173,7 @@ fn life_args(args: &CrashGateArgs, store: String, life: u32, seed: u64) -> LifeA
         seed,
         flush_interval: args.flush_interval.clone(),
         life_seconds: args.life,
+        faults: args.faults.of_life(life),
     }
 }
 
@@ -239,12 +255,20 @@ impl Gate<'_> {
                 Kill::AfterOpen(Duration::from_secs_f64(self.args.life * moment.max(0.05)))
             };
             let (log, killed_at) = self.life(cycle, child_seed, kill).await?;
-            let report = self.reopen_and_check(cycle, &log).await?;
+            let report = self.reopen_and_check(cycle, child_seed, &log).await?;
             if !report.opened {
                 self.kills_in_open += 1;
             }
+            let faults = self
+                .args
+                .faults
+                .of_life(cycle)
+                .map_or(String::new(), |kind| {
+                    let armed = report.paths.faults_armed.values().sum::<u64>();
+                    format!(", {armed} x {}", kind.name())
+                });
             out!(
-                "cycle {cycle:>5}/{}: killed {:.2} s after its start{}, {} acknowledged ({} promised durable), {} watermarks, {} releases, {} flushes; reopened in {:.1} ms, replayed {}",
+                "cycle {cycle:>5}/{}: killed {:.2} s after its start{}{faults}, {} acknowledged ({} promised durable), {} watermarks, {} releases, {} flushes; reopened in {:.1} ms, replayed {}",
                 self.args.cycles,
                 killed_at.as_secs_f64(),
                 if report.opened { "" } else { " (in its open)" },
@@ -256,7 +280,7 @@ impl Gate<'_> {
                 self.recoveries.last().map_or(0.0, |d| d.as_secs_f64() * 1000.0),
                 report.replayed
             );
-            add(&mut self.totals, &report);
+            self.totals.add(&report);
             if report.violations() > 0 {
                 for line in report.describe() {
                     out!("  violation: {line}");
@@ -270,11 +294,22 @@ impl Gate<'_> {
         Ok(())
     }
 
-    /// Reopens the prefix, checks the replay against the history, stops.
-    async fn reopen_and_check(&mut self, life: u32, log: &str) -> Result<CycleReport, CliError> {
+    /// Reopens the prefix, checks the replay against the history, compares
+    /// bulk replays with it, stops.
+    async fn reopen_and_check(
+        &mut self,
+        life: u32,
+        seed: u64,
+        log: &str,
+    ) -> Result<CycleReport, CliError> {
         let mut check = self.history.absorb(life, log);
+        // The smallest buffer a replay may have: its pages fill.
+        let config = Config {
+            replay_buffer_bytes: objwal::config::MIN_REPLAY_BUFFER_BYTES,
+            ..crate::store::base()
+        };
         let started = Instant::now();
-        let wal = Wal::open(self.storage.clone(), self.prefix, crate::store::base()).await?;
+        let wal = Wal::open(self.storage.clone(), self.prefix, config.clone()).await?;
         self.recoveries.push(started.elapsed());
         let replay = async {
             for info in wal.regions().await? {
@@ -297,6 +332,17 @@ impl Gate<'_> {
         }
         .await;
         let replayed = started.elapsed();
+        // The seed of this cycle's starts: the life's, so that the gate's
+        // own sequence of draws stays what it was.
+        let mut rng = StdRng::seed_from_u64(seed ^ 0x5eed_0f7e_91a4);
+        let starts = check.replay_starts(&mut rng);
+        let from_zero: BTreeMap<u64, u64> = check.regions().map(|r| (r, 0)).collect();
+        if replay.is_ok() {
+            let all = collect(wal.replay(from_zero.clone())).await;
+            check.replay("Wal::replay from 0", &from_zero, all);
+            let some = collect(wal.replay(starts.clone())).await;
+            check.replay("Wal::replay from drawn ids", &starts, some);
+        }
         let stopped = wal.stop().await;
         tracing::info!(
             cycle = life,
@@ -310,6 +356,18 @@ impl Gate<'_> {
                 "cycle {life}: the reopened store did not stop cleanly: {e}"
             ))
         })?;
+        match WalReader::open(self.storage.clone(), self.prefix, config).await {
+            Ok(reader) => {
+                let all = collect(reader.replay(from_zero.clone())).await;
+                check.replay("WalReader::replay from 0", &from_zero, all);
+                let some = collect(reader.replay(starts.clone())).await;
+                check.replay("WalReader::replay from drawn ids", &starts, some);
+            }
+            Err(e) => {
+                let e = Err(format!("WalReader::open: {e}"));
+                check.replay("WalReader::replay", &from_zero, e);
+            }
+        }
         Ok(check.finish())
     }
 
@@ -339,6 +397,8 @@ impl Gate<'_> {
         out!("resurrected:  {}", t.resurrected.count);
         out!("misordered:   {}", t.misordered.count);
         out!("corrupt:      {}", t.corrupt.count);
+        out!("replay differs: {}", t.replay_differs.count);
+        self.paths();
         let mut sorted = self.recoveries.clone();
         sorted.sort_unstable();
         let ms = |d: Option<&Duration>| d.map_or(0.0, |d| d.as_secs_f64() * 1000.0);
@@ -357,28 +417,98 @@ impl Gate<'_> {
     }
 }
 
+impl Gate<'_> {
+    /// The per-path counts of the whole run: every path is named, so that
+    /// one no cycle reached shows as 0.
+    fn paths(&self) {
+        let p = &self.totals.paths;
+        let named = |map: &BTreeMap<String, u64>, names: &[&str]| -> String {
+            let mut parts: Vec<String> = names
+                .iter()
+                .map(|n| format!("{n} {}", map.get(*n).copied().unwrap_or(0)))
+                .collect();
+            for (name, count) in map {
+                if !names.contains(&name.as_str()) {
+                    parts.push(format!("{name} {count}"));
+                }
+            }
+            parts.join(", ")
+        };
+        let kinds: Vec<&str> = Kind::ALL.iter().map(|k| k.name()).collect();
+        out!(
+            "faults armed: {} ({})",
+            p.faults_armed.values().sum::<u64>(),
+            named(&p.faults_armed, &kinds)
+        );
+        let errors = ["not-durable", "storage", "failing", "lost"];
+        out!(
+            "appends failed: {} entries ({}); {} refused, their region released",
+            p.failed_appends.values().sum::<u64>(),
+            named(&p.failed_appends, &errors),
+            p.refused_released
+        );
+        out!(
+            "not durable:  {} entries whose append returned NotDurable (none replayed, or resurrected counts it)",
+            p.failed_appends.get("not-durable").copied().unwrap_or(0)
+        );
+        out!(
+            "releases kept: {} (release calls refused with Failing, their records kept); failed release calls: {}",
+            p.failed_releases.get("failing").copied().unwrap_or(0),
+            named(&p.failed_releases, &["failing", "not-durable", "storage"])
+        );
+        out!(
+            "lives:        {} kills in a life's own open, {} opens failed under faults and repeated; {} reads in lives ({} entries checked), {} failed",
+            self.kills_in_open,
+            p.failed_opens,
+            p.life_reads,
+            p.life_read_entries,
+            p.life_reads_failed
+        );
+        out!(
+            "replays compared: {} region sequences ({} entries) of Wal::replay and WalReader::replay, from 0 and from drawn ids",
+            p.replays_compared,
+            p.replay_entries
+        );
+        out!(
+            "store counters: {} (the lives' objwal_* counters, as each last reported them)",
+            named(&p.store, STORE_COUNTERS)
+        );
+    }
+}
+
+/// The store's counters the summary names even when no life moved them.
+const STORE_COUNTERS: &[&str] = &[
+    "created_objects_total",
+    "create_conflicts_total",
+    "create_failures_total",
+    "hedged_creates_total",
+    "rejected_appends_total",
+    "stalled_appends_total",
+    "release_records_total",
+    "deleted_objects_total",
+    "failed_deletes_total",
+    "skipped_segments_total",
+    "poisoned_total",
+];
+
+/// Every entry of a bulk replay, as the comparison sees it, or the error
+/// that ended it.
+async fn collect(
+    replay: impl Stream<Item = Result<Entry, objwal::Error>>,
+) -> Result<Vec<(u64, Seen)>, String> {
+    let mut replay = std::pin::pin!(replay);
+    let mut entries = Vec::new();
+    while let Some(entry) = replay.next().await {
+        let entry = entry.map_err(|e| e.to_string())?;
+        entries.push((entry.region, seen(entry.id, &entry.data)));
+    }
+    Ok(entries)
+}
+
 /// The nearest-rank percentile `p` of sorted values.
 fn percentile(sorted: &[Duration], p: usize) -> Option<&Duration> {
     let rank = (sorted.len() * p).div_ceil(100).max(1);
     sorted.get(rank - 1)
-}
-
-fn add(totals: &mut CycleReport, r: &CycleReport) {
-    totals.acknowledged += r.acknowledged;
-    totals.promised += r.promised;
-    totals.watermarks += r.watermarks;
-    totals.releases += r.releases;
-    totals.flushes += r.flushes;
-    totals.replayed += r.replayed;
-    totals.unlogged += r.unlogged;
-    totals.allowed_loss += r.allowed_loss;
-    totals.allowed_loss_objects += r.allowed_loss_objects;
-    totals.collected += r.collected;
-    totals.lost.count += r.lost.count;
-    totals.duplicated.count += r.duplicated.count;
-    totals.resurrected.count += r.resurrected.count;
-    totals.misordered.count += r.misordered.count;
-    totals.corrupt.count += r.corrupt.count;
 }
 
 #[cfg(test)]
