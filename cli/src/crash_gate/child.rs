@@ -148,6 +148,8 @@ pub struct LifeArgs {
     pub life_seconds: f64,
     /// The kind of fault this life arms, if any.
     pub faults: Option<Kind>,
+    /// Journal what a power loss would keep (the directory backend).
+    pub power_loss: bool,
 }
 
 /// The fact log on standard output (whose lock keeps lines whole).
@@ -249,7 +251,7 @@ pub async fn run(prefix: &str, args: LifeArgs) -> CliResult {
         .read_to_string(&mut input)
         .map_err(|e| CliError::Failed(format!("crash-gate child: cannot read its input: {e}")))?;
     let inherited = Inherited::parse(&input).map_err(CliError::Failed)?;
-    let faulty = FaultyStorage::new(store::open(&args.store, false)?);
+    let faulty = FaultyStorage::new(life_storage(&args)?);
     let mut overrides = serde_json::Map::new();
     overrides.insert("ack_mode".into(), args.ack_mode.as_str().into());
     overrides.insert("flush_interval".into(), args.flush_interval.clone().into());
@@ -327,6 +329,19 @@ pub async fn run(prefix: &str, args: LifeArgs) -> CliResult {
             Err(e) => Err(CliError::Failed(format!("crash-gate child: a task failed: {e}"))),
         },
     }
+}
+
+/// The life's store: with `--power-loss`, the directory backend journaling
+/// what a power loss would keep (`super::journal_path`).
+fn life_storage(args: &LifeArgs) -> Result<objwal::Storage, CliError> {
+    if !args.power_loss {
+        return store::open(&args.store, false);
+    }
+    let root = store::file_path(&args.store)
+        .ok_or_else(|| CliError::Usage("crash-gate --power-loss needs a file:// store".into()))?;
+    let fs = objwal::storage::FileStorage::open(root)?;
+    fs.record_power_loss(&super::journal_path(&args.store, args.life)?)?;
+    Ok(objwal::Storage::new(fs))
 }
 
 /// Opens the WAL: once without faults; with faults, again after a failed

@@ -49,6 +49,7 @@ impl Gate<'_> {
             ])
             .args(["--flush-interval", &a.flush_interval])
             .args(["--faults", self.args.faults.as_str()])
+            .args(self.args.power_loss.then_some("--power-loss"))
             .stdin(std::process::Stdio::piped())
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped())

@@ -91,6 +91,13 @@ pub struct CrashGateArgs {
     /// kind). The reopens run without faults.
     #[arg(long, value_enum, default_value = "none")]
     faults: Faults,
+    /// Each kill is a power loss (a `file://` store only): what the
+    /// directory backend had not made durable when the life was killed
+    /// (names whose directory was not fsynced after their link, bytes not
+    /// fsynced before it) is dropped before the reopen. A SIGKILL alone
+    /// keeps the page cache, so only this form tests the fsyncs.
+    #[arg(long)]
+    pub power_loss: bool,
     /// Internal: run as life number N (the parent sets it).
     #[arg(long, hide = true)]
     child_life: Option<u32>,
@@ -120,17 +127,23 @@ pub async fn run(prefix: &str, verbose: u8, args: CrashGateArgs) -> CliResult {
         "the gate's lives are other processes, so it needs a store that outlives them",
     )?;
     let storage = store::open(&url, false)?;
+    if args.power_loss && store::file_path(&url).is_none() {
+        return Err(CliError::Usage(format!(
+            "crash-gate --power-loss: {url:?} is not a file:// store (a power loss is simulated for the directory backend)"
+        )));
+    }
     refuse_used_prefix(&storage, prefix, "crash-gate").await?;
     let seed = args.seed.unwrap_or_else(clock_seed);
     out!(
-        "objwal crash-gate: {} cycles, {} acks, {} regions, {} writers, lives up to {} s, flush interval {}, faults {}, seed {seed}",
+        "objwal crash-gate: {} cycles, {} acks, {} regions, {} writers, lives up to {} s, flush interval {}, faults {}{}, seed {seed}",
         args.cycles,
         args.ack_mode.as_str(),
         args.regions,
         args.writers,
         args.life,
         args.flush_interval,
-        args.faults.as_str()
+        args.faults.as_str(),
+        if args.power_loss { ", power loss at each kill" } else { "" }
     );
     out!("store:        {url} (prefix {prefix})");
     let mut gate = Gate {
@@ -144,6 +157,7 @@ pub async fn run(prefix: &str, verbose: u8, args: CrashGateArgs) -> CliResult {
         totals: CycleReport::default(),
         recoveries: Vec::new(),
         kills_in_open: 0,
+        power_losses: PowerLosses::default(),
     };
     let result = gate.cycles().await;
     gate.summary();
@@ -174,6 +188,7 @@ fn life_args(args: &CrashGateArgs, store: String, life: u32, seed: u64) -> LifeA
         flush_interval: args.flush_interval.clone(),
         life_seconds: args.life,
         faults: args.faults.of_life(life),
+        power_loss: args.power_loss,
     }
 }
 
@@ -242,6 +257,15 @@ struct Gate<'a> {
     totals: CycleReport,
     recoveries: Vec<Duration>,
     kills_in_open: u32,
+    power_losses: PowerLosses,
+}
+
+/// What the simulated power losses dropped over a run.
+#[derive(Debug, Default)]
+struct PowerLosses {
+    kills: u64,
+    names_lost: u64,
+    bytes_lost: u64,
 }
 
 impl Gate<'_> {
@@ -255,6 +279,9 @@ impl Gate<'_> {
                 Kill::AfterOpen(Duration::from_secs_f64(self.args.life * moment.max(0.05)))
             };
             let (log, killed_at) = self.life(cycle, child_seed, kill).await?;
+            if self.args.power_loss {
+                self.lose_power(cycle)?;
+            }
             let report = self.reopen_and_check(cycle, child_seed, &log).await?;
             if !report.opened {
                 self.kills_in_open += 1;
@@ -291,6 +318,36 @@ impl Gate<'_> {
                 )));
             }
         }
+        Ok(())
+    }
+
+    /// Leaves the store as a power loss at the kill of life `life` may
+    /// (`objwal::storage::power_loss`), from the journal the life kept.
+    fn lose_power(&mut self, life: u32) -> CliResult {
+        let root = store::file_path(self.url).ok_or_else(|| {
+            CliError::Usage("crash-gate --power-loss needs a file:// store".into())
+        })?;
+        let journal = journal_path(self.url, life)?;
+        if !journal.exists() {
+            // Killed before it opened its store.
+            return Ok(());
+        }
+        let lost = objwal::storage::power_loss::apply(&root, &journal).map_err(|e| {
+            CliError::Failed(format!(
+                "power loss of life {life}: {}: {e}",
+                journal.display()
+            ))
+        })?;
+        let _ = std::fs::remove_file(&journal);
+        self.power_losses.kills += 1;
+        self.power_losses.names_lost += lost.names_lost.len() as u64;
+        self.power_losses.bytes_lost += lost.bytes_lost.len() as u64;
+        tracing::info!(
+            life,
+            names = lost.names_lost.len(),
+            bytes = lost.bytes_lost.len(),
+            "power loss"
+        );
         Ok(())
     }
 
@@ -398,6 +455,15 @@ impl Gate<'_> {
         out!("misordered:   {}", t.misordered.count);
         out!("corrupt:      {}", t.corrupt.count);
         out!("replay differs: {}", t.replay_differs.count);
+        if self.args.power_loss {
+            let p = &self.power_losses;
+            out!(
+                "power loss:   {} kills, {} names and {} objects' bytes dropped as not yet durable",
+                p.kills,
+                p.names_lost,
+                p.bytes_lost
+            );
+        }
         self.paths();
         let mut sorted = self.recoveries.clone();
         sorted.sort_unstable();
@@ -509,6 +575,17 @@ async fn collect(
 fn percentile(sorted: &[Duration], p: usize) -> Option<&Duration> {
     let rank = (sorted.len() * p).div_ceil(100).max(1);
     sorted.get(rank - 1)
+}
+
+/// Where life `life` journals what a power loss keeps: beside the store's
+/// directory, never in it (a journal is not an object).
+pub(crate) fn journal_path(url: &str, life: u32) -> Result<std::path::PathBuf, CliError> {
+    let root = store::file_path(url)
+        .ok_or_else(|| CliError::Usage("crash-gate --power-loss needs a file:// store".into()))?;
+    let name = root
+        .file_name()
+        .map_or_else(|| "store".into(), |n| n.to_string_lossy().into_owned());
+    Ok(root.with_file_name(format!("{name}.power-loss-{life}.journal")))
 }
 
 #[cfg(test)]
