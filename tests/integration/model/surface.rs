@@ -172,7 +172,7 @@ impl Driver {
                         .bump("entries a reader read", entries.len() as u64);
                     reads.insert(*region, entries);
                 }
-                Err(e) => self.expect_error(Call::Read, &e, faulty, &[])?,
+                Err(e) => self.expect_error(Call::ReaderRead, &e, faulty, &[])?,
             }
         }
         if faulty || reads.len() != points.len() {
@@ -181,7 +181,7 @@ impl Driver {
         let replayed = within("a reader's replay", collect(reader.replay(points.clone()))).await?;
         match replayed {
             Ok(bulk) => same_as_reads(&bulk, &reads, "a reader's replay and its reads"),
-            Err(e) => self.expect_error(Call::Read, &e, faulty, &[]),
+            Err(e) => self.expect_error(Call::ReaderRead, &e, faulty, &[]),
         }
     }
 
