@@ -15,6 +15,7 @@
 //! | `N w c kind` | its append failed with an error of `kind` (below) |
 //! | `Q w c` | its append was refused: the region is released |
 //! | `D r id` | `wait_durable(r, id)` returned `Ok` |
+//! | `V r id` | `obsolete(r, id)` is about to be called |
 //! | `W r id` | `obsolete(r, id)` returned `Ok` |
 //! | `S r` / `R r` | `release_region(r)` is called / returned `Ok` |
 //! | `B k` / `C k` | `flush()` number `k` is called / returned `Ok` |
@@ -51,7 +52,10 @@
 //!   or below a sequence a `D` or `C` confirmed; any entry a reopen already
 //!   replayed) that does not replay, unless it is at or below its region's
 //!   watermark (obsolete: collection may have deleted it) or its region was
-//!   released. In enqueued mode an admitted entry beyond every barrier may
+//!   released. The watermark is the largest `obsolete` *called* (`V`), not
+//!   the largest that returned: a flush mark rides in the next object and
+//!   may be durable before the call's answer reaches the child (a kill in
+//!   between once failed the gate in CI with entries rightly hidden). In enqueued mode an admitted entry beyond every barrier may
 //!   be missing, but only as whole objects (no sequence both lost and
 //!   replayed) and only as a suffix (no lost sequence below a replayed one).
 //!   A confirmed release that a reopen reports as not released is lost too.
@@ -316,6 +320,9 @@ pub struct History {
     known: HashMap<Key, Known>,
     /// Per region, the largest watermark that returned.
     watermarks: HashMap<u64, u64>,
+    /// Per region, the largest watermark an `obsolete` was called with: the
+    /// store may hide what is at or below it from the call on.
+    called_watermarks: HashMap<u64, u64>,
     /// Per region, the largest id known durable (for the `W` rule).
     durable_ids: HashMap<u64, u64>,
     /// Per region, the largest id known before the current life.
@@ -508,8 +515,13 @@ impl History {
                 log.durable_sequence = log.durable_sequence.max(sequence_of(id));
                 raise(&mut self.durable_ids, region, id);
             }
+            "V" => {
+                let (region, id) = (f.number()?, f.number()?);
+                raise(&mut self.called_watermarks, region, id);
+            }
             "W" => {
                 let (region, id) = (f.number()?, f.number()?);
+                raise(&mut self.called_watermarks, region, id);
                 let durable = self.durable_ids.get(&region).copied().unwrap_or(0);
                 if id > durable {
                     return Err(format!("obsolete above the durable id {durable}"));

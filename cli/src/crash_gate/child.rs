@@ -491,6 +491,7 @@ async fn flusher(shared: Arc<Shared>, inherited: Vec<(u64, u64)>, mut rng: StdRn
             if !above || !rng.random_ratio(1, 3) || !shared.is_active(region) {
                 continue;
             }
+            shared.log.line(format_args!("V {region} {id}"))?;
             match shared.wal.obsolete(region, id).await {
                 Ok(()) => {
                     watermarks.insert(region, id);

@@ -234,7 +234,7 @@ impl Cycle<'_> {
             let released = h.released.contains(&region) || h.releasing.contains(&region);
             let obsolete = known
                 .id
-                .is_some_and(|id| id <= h.watermarks.get(&region).copied().unwrap_or(0));
+                .is_some_and(|id| id <= h.called_watermarks.get(&region).copied().unwrap_or(0));
             if released || obsolete {
                 if !matches!(
                     known.fate,
