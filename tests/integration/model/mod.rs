@@ -10,7 +10,8 @@
 //! Steps (`steps`): appends of one to three entries to four regions
 //! through three handles (clones of one `Wal`), reads from 0 or from a
 //! known id, bulk `replay` of several regions (checked like reads and equal
-//! to them), a `WalReader` on the live prefix (its reads and replay),
+//! to them), a burst of more objects than a replay page holds followed by
+//! a `replay` of every region, a `WalReader` on the live prefix (its reads and replay),
 //! `obsolete`, `wait_durable`, `release_region`, `flush`, virtual time
 //! passing, `stop`, a reopen, a crash (every handle dropped, then a
 //! reopen), a second opener (a newer store fences the running one), a
