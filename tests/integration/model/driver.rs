@@ -473,6 +473,22 @@ impl Driver {
             }
             Op::SecondOpener => self.second_opener(faulty).await,
             Op::Replay { from } => self.replay(from, faulty).await,
+            Op::Burst { region, objects } => {
+                for _ in 0..*objects {
+                    let floor = self.model.floor();
+                    let (keys, batch) = self.register(&[(*region, 8)]);
+                    let result = within("append", self.wal(0).append(batch)).await?;
+                    self.append_answered(&keys, result, faulty, &floor)?;
+                    let (_, admitted) = self.model.snapshot();
+                    let result = within("flush", self.wal(0).flush()).await?;
+                    self.flush_answered(result, faulty, &admitted)?;
+                }
+                self.stats.bump("bursts", 1);
+                let all: Vec<(u64, From)> = (0..super::steps::REGIONS)
+                    .map(|r| (r, From::Start))
+                    .collect();
+                self.replay(&all, faulty).await
+            }
             Op::Reader { from } => self.reader(from, faulty).await,
             Op::SourceAppend { region, n } => self.source_append(*region, *n, faulty).await,
             Op::Import { region } => self.import(*region, faulty).await,

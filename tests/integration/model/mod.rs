@@ -10,7 +10,8 @@
 //! Steps (`steps`): appends of one to three entries to four regions
 //! through three handles (clones of one `Wal`), reads from 0 or from a
 //! known id, bulk `replay` of several regions (checked like reads and equal
-//! to them), a `WalReader` on the live prefix (its reads and replay),
+//! to them), a burst of more objects than a replay page holds followed by
+//! a `replay` of every region, a `WalReader` on the live prefix (its reads and replay),
 //! `obsolete`, `wait_durable`, `release_region`, `flush`, virtual time
 //! passing, `stop`, a reopen, a crash (every handle dropped, then a
 //! reopen), a second opener (a newer store fences the running one), a
@@ -139,14 +140,26 @@ fn run(mode: AckMode) {
     let config = Config {
         cases,
         failure_persistence: None,
-        max_shrink_iters: 10_000,
+        // `PROPTEST_MAX_SHRINK_ITERS=0` reports the first failing case as
+        // drawn (scripts/planted-bugs wants the verdict, not the minimum).
+        max_shrink_iters: env_number("PROPTEST_MAX_SHRINK_ITERS").map_or(10_000, |n| n as u32),
         ..Config::default()
     };
     let mut runner =
         TestRunner::new_with_rng(config, TestRng::from_seed(RngAlgorithm::ChaCha, &bytes));
     let total = std::cell::RefCell::new(Stats::default());
+    // Cases run, and the number of the first that failed (shrinking runs
+    // more): how soon a seed finds a bug, which scripts/planted-bugs reports.
+    let ran = std::cell::Cell::new(0u64);
+    let first_failure = std::cell::Cell::new(None::<u64>);
     let outcome = runner.run(&steps::case(MAX_STEPS), |(settings, case)| {
-        let stats = run_case(mode, &settings, &case).map_err(TestCaseError::fail)?;
+        ran.set(ran.get() + 1);
+        let stats = run_case(mode, &settings, &case).map_err(|e| {
+            if first_failure.get().is_none() {
+                first_failure.set(Some(ran.get()));
+            }
+            TestCaseError::fail(e)
+        })?;
         total.borrow_mut().add(&stats);
         Ok(())
     });
@@ -154,6 +167,9 @@ fn run(mode: AckMode) {
         "model test ({mode:?}), seed {seed}, {cases} cases; what they reached:\n{}",
         total.borrow()
     );
+    if let Some(case) = first_failure.get() {
+        eprintln!("model test ({mode:?}): first failure at case {case} of {cases}");
+    }
     let reproduce = format!(
         "reproduce: OBJWAL_MODEL_SEED={seed} PROPTEST_CASES={cases} cargo test --all-features --test integration model::"
     );

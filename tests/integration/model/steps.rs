@@ -182,6 +182,12 @@ pub enum Op {
     /// `replay` of several regions at once, each from its point, checked
     /// like reads and (with no fault armed) equal to their `read`s.
     Replay { from: Vec<(u64, From)> },
+    /// `objects` appends of one entry to `region`, each followed by a
+    /// `flush` (an object each), then `replay` of every region from the
+    /// start: more objects than a replay page holds (at least 32), so a
+    /// page fills and the next starts after it (a plant that dropped a
+    /// region's last segment of a full page went unseen).
+    Burst { region: u64, objects: usize },
     /// A `WalReader` opened on the prefix (it never fences the store):
     /// its `read` and `replay` of the regions, checked against what is
     /// durable.
@@ -441,6 +447,7 @@ fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
         12 => append(),
         2 => from_points().prop_map(|from| Op::Replay { from }),
+        1 => (region(), 33usize..=40).prop_map(|(region, objects)| Op::Burst { region, objects }),
         1 => from_points().prop_map(|from| Op::Reader { from }),
         2 => (region(), 1usize..=4).prop_map(|(region, n)| Op::SourceAppend { region, n }),
         1 => region().prop_map(|region| Op::Import { region }),
