@@ -42,18 +42,28 @@ async fn appends_and_reads_run_in_spans_of_their_own() {
     let spans = Spans::default();
     let subscriber = tracing_subscriber::registry().with(spans.clone());
     let _default = tracing::subscriber::set_default(subscriber);
+    // Callsites cache whether any subscriber wants them. Another test's
+    // thread that hits a callsite for the first time while this one sets
+    // its subscriber may store "never" after this subscriber's rebuild (a
+    // clean-clone CI run lost the `append` span so): rebuild again before
+    // each traced call, when those registrations are done.
+    let rebuild = tracing::callsite::rebuild_interest_cache;
+    rebuild();
 
     let storage = Storage::new(MemoryStorage::new());
     let wal = Wal::open(storage.clone(), "t", Config::default())
         .await
         .unwrap();
+    rebuild();
     wal.append(vec![(1, b("a")), (2, b("b"))]).await.unwrap();
+    rebuild();
     let entries = collect_entries(wal.read(1, 0)).await.unwrap();
     assert_eq!(entries.len(), 1);
     wal.stop().await.unwrap();
     let reader = WalReader::open(storage, "t", Config::default())
         .await
         .unwrap();
+    rebuild();
     collect_entries(reader.read(2, 5)).await.unwrap();
 
     let seen = spans.0.lock().unwrap().clone();
