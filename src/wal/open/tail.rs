@@ -102,12 +102,28 @@ pub(crate) async fn read_tail_sized(
     let window_len = window_len.min(size);
     let window_start = size - window_len;
     let bytes = storage.read(key, window_start..size).await?;
+    tail_from_window(storage, key, size, window_start, &bytes, window).await
+}
+
+/// The tail of an object of `size` bytes whose last bytes, from
+/// `window_start`, are `bytes`: the footer, and a marks or release segment,
+/// read separately when they start before the window; teaches `window`
+/// what this object's tail took. [`read_tail_sized`] after its first read,
+/// and a follower after a poll that read an object's suffix.
+pub(crate) async fn tail_from_window(
+    storage: &Storage,
+    key: &str,
+    size: u64,
+    window_start: u64,
+    bytes: &Bytes,
+    window: &TailWindow,
+) -> Result<RecoveredObject, Error> {
     let corrupted = |e| Error::corrupted(key, e);
-    let tail = match format::decode_tail(&bytes, size).map_err(corrupted)? {
+    let tail = match format::decode_tail(bytes, size).map_err(corrupted)? {
         TailDecode::Complete(tail) => tail,
         TailDecode::NeedFooter { trailer, footer } => {
-            let bytes = storage.read(key, footer).await?;
-            format::decode_footer(trailer, &bytes).map_err(corrupted)?
+            let footer_bytes = storage.read(key, footer).await?;
+            format::decode_footer(trailer, &footer_bytes).map_err(corrupted)?
         }
     };
     let release = tail.release_segment().copied();

@@ -14,11 +14,10 @@
 use bytes::Bytes;
 
 use crate::error::Error;
-use crate::format::{self, TailDecode};
 use crate::storage::keys::Prefix;
 use crate::storage::{ObjectStorage, Storage};
 use crate::wal::open::quarantine::{examine, Damaged, Examined};
-use crate::wal::open::tail::{check_plausible, RecoveredObject, TailWindow};
+use crate::wal::open::tail::{check_plausible, tail_from_window, RecoveredObject, TailWindow};
 use crate::wal::read::replay::plan::READ_THROUGH;
 
 /// The least a poll asks for: on a remote store a request waits 20-30 ms
@@ -79,7 +78,7 @@ pub(crate) async fn poll(
     };
     let size = suffix.size;
     let window_start = size - suffix.data.len() as u64;
-    let first = from_window(storage, &key, size, window_start, &suffix.data, window).await;
+    let first = tail_from_window(storage, &key, size, window_start, &suffix.data, window).await;
     match first {
         Ok(object) if plausible(&key, sequence, &object) => {
             return Ok(Polled::Landed(Box::new(Landed {
@@ -111,69 +110,4 @@ pub(crate) async fn poll(
 fn plausible(key: &str, sequence: u64, object: &RecoveredObject) -> bool {
     let header = object.tail.header();
     header.sequence == sequence && check_plausible(key, header).is_ok()
-}
-
-/// The tail of an object of `size` bytes whose last bytes, from
-/// `window_start`, are `bytes`: the footer (and a marks or release segment)
-/// read separately when it starts before them. What
-/// `tail::read_tail_sized` does after its first read.
-async fn from_window(
-    storage: &Storage,
-    key: &str,
-    size: u64,
-    window_start: u64,
-    bytes: &Bytes,
-    window: &TailWindow,
-) -> Result<RecoveredObject, Error> {
-    let corrupted = |e| Error::corrupted(key, e);
-    let tail = match format::decode_tail(bytes, size).map_err(corrupted)? {
-        TailDecode::Complete(tail) => tail,
-        TailDecode::NeedFooter { trailer, footer } => {
-            let footer_bytes = storage.read(key, footer).await?;
-            format::decode_footer(trailer, &footer_bytes).map_err(corrupted)?
-        }
-    };
-    let release = tail.release_segment().copied();
-    let marks = tail.marks_segment().copied();
-    let tail_start = [release, marks]
-        .into_iter()
-        .flatten()
-        .map(|s| s.offset)
-        .fold(tail.trailer.footer_offset, u64::min);
-    window.learn(size.saturating_sub(tail_start));
-    let sequence = tail.header().sequence;
-    let segment = |index: format::SegmentIndex| {
-        let within = index
-            .offset
-            .checked_sub(window_start)
-            .and_then(|start| usize::try_from(start).ok())
-            .and_then(|start| {
-                let end = start.checked_add(usize::try_from(index.len).ok()?)?;
-                bytes.get(start..end).map(|_| bytes.slice(start..end))
-            });
-        async move {
-            match within {
-                Some(b) => Ok::<Bytes, Error>(b),
-                None => Ok(storage.read(key, index.range()).await?),
-            }
-        }
-    };
-    let releases = match release {
-        None => Vec::new(),
-        Some(index) => {
-            format::decode_releases(&segment(index).await?, &index, sequence).map_err(corrupted)?
-        }
-    };
-    let marks = match marks {
-        None => Vec::new(),
-        Some(index) => {
-            format::decode_marks(&segment(index).await?, &index, sequence).map_err(corrupted)?
-        }
-    };
-    Ok(RecoveredObject {
-        size,
-        tail,
-        marks,
-        releases,
-    })
 }
