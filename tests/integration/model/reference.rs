@@ -601,6 +601,39 @@ impl Model {
         Ok(Some(key))
     }
 
+    /// What every read's answer must look like whatever it holds: no hole
+    /// without a corrupted read or a quarantined object to explain it, and
+    /// ids at or above `from`, strictly increasing. `who` prefixes the
+    /// messages ("" for the store's reads, "a reader's ").
+    fn stream_shape(
+        &self,
+        who: &str,
+        region: RegionId,
+        from: u64,
+        entries: &[Entry],
+        holes: &[Hole],
+    ) -> Result<(), String> {
+        if let Some(h) = holes
+            .iter()
+            .find(|h| !self.corruption && !self.quarantined.contains(&h.sequence))
+        {
+            return Err(format!(
+                "{who}region {region} reports hole {h:?} with no corrupted read"
+            ));
+        }
+        let mut last = None;
+        for entry in entries {
+            if entry.id < from || last.is_some_and(|l| entry.id <= l) {
+                return Err(format!(
+                    "{who}region {region} from {from}: id {} after {last:?}",
+                    entry.id
+                ));
+            }
+            last = Some(entry.id);
+        }
+        Ok(())
+    }
+
     /// A read of `region` from `from` in this life returned `entries`,
     /// with `holes` reported after it; `promised_before` as of the step.
     pub fn read(
@@ -617,25 +650,10 @@ impl Model {
                 entries.len()
             ));
         }
-        if let Some(h) = holes
-            .iter()
-            .find(|h| !self.corruption && !self.quarantined.contains(&h.sequence))
-        {
-            return Err(format!(
-                "region {region} reports hole {h:?} with no corrupted read"
-            ));
-        }
+        self.stream_shape("", region, from, entries, holes)?;
         let watermark = self.watermark.get(&region).copied().unwrap_or(0);
-        let mut last = None;
         let mut shown = BTreeSet::new();
         for entry in entries {
-            if entry.id < from || last.is_some_and(|l| entry.id <= l) {
-                return Err(format!(
-                    "region {region} from {from}: id {} after {last:?}",
-                    entry.id
-                ));
-            }
-            last = Some(entry.id);
             let Some(key) = self.check_entry(region, entry)? else {
                 continue;
             };
@@ -658,10 +676,10 @@ impl Model {
             }
         }
         // What a read shows is indexed, and so is every earlier object.
-        if let Some(top) = last {
+        if let Some(top) = entries.last().map(|e| e.id) {
             self.durable_through(sequence_of(top));
         }
-        let top = last.map_or(0, sequence_of);
+        let top = entries.last().map_or(0, |e| sequence_of(e.id));
         for (key, e) in &self.entries {
             let Some(id) = e.id else { continue };
             let required = e.region == region
@@ -700,25 +718,10 @@ impl Model {
                 entries.len()
             ));
         }
-        if let Some(h) = holes
-            .iter()
-            .find(|h| !self.corruption && !self.quarantined.contains(&h.sequence))
-        {
-            return Err(format!(
-                "a reader reports hole {h:?} of region {region} with no corrupted read"
-            ));
-        }
+        self.stream_shape("a reader's ", region, from, entries, holes)?;
         let durable_mark = self.durable_marks.get(&region).copied().unwrap_or(0);
-        let mut last = None;
         let mut shown = BTreeSet::new();
         for entry in entries {
-            if entry.id < from || last.is_some_and(|l| entry.id <= l) {
-                return Err(format!(
-                    "a reader's region {region} from {from}: id {} after {last:?}",
-                    entry.id
-                ));
-            }
-            last = Some(entry.id);
             if entry.id <= durable_mark {
                 return Err(format!(
                     "a reader shows id {} of region {region}, at or below the durable flush mark {durable_mark}",
