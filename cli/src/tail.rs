@@ -14,13 +14,13 @@
 //! Holes (entries it could not show) are named on stderr as it finds them
 //! and in a last line; a failure of the follower is exit 1.
 
-use std::io::{IsTerminal, Write};
+use std::io::Write;
 
 use futures::StreamExt;
-use objwal::{Config, DamagePolicy, Entry, Error, WalReader};
+use objwal::{Entry, Error};
 
 use crate::inspect::dump::show;
-use crate::{store, CliError, CliResult};
+use crate::{CliError, CliResult};
 use objwal::id::Dotted;
 
 /// Arguments of `objwal tail`.
@@ -44,19 +44,7 @@ pub struct TailArgs {
 
 /// Runs `tail`.
 pub async fn run(prefix: &str, args: TailArgs) -> CliResult {
-    let parsed = store::prefix(prefix)?;
-    if args.raw && std::io::stdout().is_terminal() {
-        return Err(CliError::Usage(
-            "--raw writes binary frames; redirect stdout to a file or a pipe".into(),
-        ));
-    }
-    let storage = store::open(&args.url, true)?;
-    store::objects(&storage, &parsed, &args.url).await?;
-    let config = Config {
-        on_damaged_object: DamagePolicy::Quarantine,
-        ..store::base()
-    };
-    let reader = WalReader::open(storage, prefix, config).await?;
+    let reader = crate::inspect::dump::open_reader(prefix, &args.url, args.raw).await?;
     let region = args.region;
     let start = match args.from {
         Some(from) => from.0.saturating_sub(1),

@@ -46,21 +46,28 @@ const TEXT_PREFIX: usize = 120;
 /// Binary payloads are shown as this many leading bytes of hex.
 const HEX_PREFIX: usize = 32;
 
-/// Runs `dump`.
-pub async fn run(prefix: &str, args: DumpArgs) -> CliResult {
+/// The reader `dump` and `tail` print from: refuses `--raw` to a terminal
+/// and a URL that holds no log under `prefix`, and opens without the
+/// damaged objects (they are named on stderr, their entries as holes).
+pub(crate) async fn open_reader(prefix: &str, url: &str, raw: bool) -> Result<WalReader, CliError> {
     let parsed = store::prefix(prefix)?;
-    if args.raw && std::io::stdout().is_terminal() {
+    if raw && std::io::stdout().is_terminal() {
         return Err(CliError::Usage(
             "--raw writes binary frames; redirect stdout to a file or a pipe".into(),
         ));
     }
-    let storage = store::open(&args.url, true)?;
-    store::objects(&storage, &parsed, &args.url).await?;
+    let storage = store::open(url, true)?;
+    store::objects(&storage, &parsed, url).await?;
     let config = Config {
         on_damaged_object: DamagePolicy::Quarantine,
         ..crate::store::base()
     };
-    let reader = WalReader::open(storage, prefix, config).await?;
+    Ok(WalReader::open(storage, prefix, config).await?)
+}
+
+/// Runs `dump`.
+pub async fn run(prefix: &str, args: DumpArgs) -> CliResult {
+    let reader = open_reader(prefix, &args.url, args.raw).await?;
     let regions: Vec<u64> = (reader.regions().iter())
         .filter(|r| r.objects > 0)
         .map(|r| r.region)
