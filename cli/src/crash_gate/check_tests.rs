@@ -80,8 +80,8 @@ fn a_durable_acknowledgement_that_does_not_replay_is_lost() {
 
 /// A flush mark may be durable before `obsolete` answers: a life killed
 /// between the two hides the entries it marked, and the gate must not call
-/// them lost (a CI run of the crash gate in enqueued mode did, 61 entries
-/// of one region below a mark whose `W` line the kill cut off).
+/// them lost (a CI run of the crash gate in enqueued mode counted 61
+/// entries of one region as lost, which this gap explains).
 #[test]
 fn entries_below_a_watermark_whose_call_never_answered_may_be_hidden() {
     let mut h = History::default();
