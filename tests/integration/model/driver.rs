@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use objwal::storage::fault::FaultyStorage;
+use objwal::storage::ObjectStorage;
 use objwal::{AckMode, Config, Entry, Error, RegionId, Wal};
 
 use super::reference::{Key, Model};
@@ -92,6 +93,9 @@ pub struct Driver {
     pub(super) handles: Vec<Wal>,
     /// The first `stop()` result of the current store, once stopped.
     pub(super) stopped: Option<Result<(), Error>>,
+    /// The keys of the prefix when the current store's stop returned:
+    /// nothing may change them until the next open.
+    pub(super) stopped_keys: Option<BTreeSet<String>>,
     pub(super) model: Model,
 }
 
@@ -182,6 +186,7 @@ impl Driver {
             following: None,
             handles: Vec::new(),
             stopped: None,
+            stopped_keys: None,
             model: Model::new(mode == AckMode::Enqueued),
         };
         let wal = driver.open(false).await?;
@@ -275,23 +280,103 @@ impl Driver {
 
     /// Opens the prefix; with `faulty`, an open that fails as documented is
     /// repeated once the faults are cleared (and must then succeed).
+    ///
+    /// Every open that succeeds must leave a fence of its own: the number
+    /// of fences grows (rfcs/0006: epochs are dense and each has its
+    /// fence, so the next opener claims above it; a create answered
+    /// "exists" over nothing taken as won left an epoch without one).
     pub(super) async fn open(&mut self, faulty: bool) -> Result<Wal, String> {
+        self.check_stopped_quiet().await?;
         let storage = self.faulty.storage();
+        let before = self.fences().await?;
         let opened = within(
             "open",
             Wal::open(storage.clone(), PREFIX, self.config.clone()),
         )
         .await?;
-        match opened {
-            Ok(wal) => Ok(wal),
+        let wal = match opened {
+            Ok(wal) => wal,
             Err(e) => {
                 self.expect_error(Call::Open, &e, faulty, &[])?;
                 self.faulty.clear_faults();
-                within("open", Wal::open(storage, PREFIX, self.config.clone()))
+                let before = self.fences().await?;
+                let wal = within("open", Wal::open(storage, PREFIX, self.config.clone()))
                     .await?
-                    .map_err(|e| format!("open failed with no fault armed: {e}"))
+                    .map_err(|e| format!("open failed with no fault armed: {e}"))?;
+                self.check_fenced(&before).await?;
+                return Ok(wal);
             }
+        };
+        self.check_fenced(&before).await?;
+        Ok(wal)
+    }
+
+    /// The keys under the prefix (read past the faults).
+    async fn keys(&self) -> Result<BTreeSet<String>, String> {
+        let inner = self.faulty.inner().clone();
+        let listed = within("a list of the prefix", inner.list(&format!("{PREFIX}/")))
+            .await?
+            .map_err(|e| format!("listing the prefix: {e}"))?;
+        Ok(listed.into_iter().map(|m| m.key).collect())
+    }
+
+    /// A store whose `stop` returned writes and deletes nothing more (a
+    /// stop that gave up once left the creates of its backlog running):
+    /// after two seconds of virtual time the prefix holds the keys it held
+    /// when the stop returned. Checked before the next open.
+    pub(super) async fn check_stopped_quiet(&mut self) -> Result<(), String> {
+        let Some(at_stop) = self.stopped_keys.take() else {
+            return Ok(());
+        };
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let now = self.keys().await?;
+        if now != at_stop {
+            let added: Vec<_> = now.difference(&at_stop).collect();
+            let removed: Vec<_> = at_stop.difference(&now).collect();
+            return Err(format!(
+                "a stopped store changed its prefix after its stop returned {:?}: added {added:?}, removed {removed:?}",
+                self.stopped
+            ));
         }
+        self.stats.bump("stops checked quiet", 1);
+        Ok(())
+    }
+
+    /// The epochs of the fences in the store (read past the faults).
+    async fn fences(&self) -> Result<BTreeSet<u64>, String> {
+        let inner = self.faulty.inner().clone();
+        let listed = within("a list of fences", inner.list(&format!("{PREFIX}/fences/")))
+            .await?
+            .map_err(|e| format!("listing fences: {e}"))?;
+        Ok(listed
+            .iter()
+            .filter_map(|m| {
+                m.key
+                    .rsplit('/')
+                    .next()?
+                    .strip_suffix(".fence")?
+                    .parse()
+                    .ok()
+            })
+            .collect())
+    }
+
+    /// An open that succeeded left a fence above every fence there was
+    /// before it, and the epochs stay dense from 1.
+    async fn check_fenced(&mut self, before: &BTreeSet<u64>) -> Result<(), String> {
+        let after = self.fences().await?;
+        let newest_before = before.last().copied().unwrap_or(0);
+        if after.last().copied().unwrap_or(0) <= newest_before {
+            return Err(format!(
+                "an open succeeded without a fence of its own: fences {after:?}, before it {before:?}"
+            ));
+        }
+        let dense = after.iter().copied().eq(1..=after.len() as u64);
+        if !dense {
+            return Err(format!("the fences are not dense from 1: {after:?}"));
+        }
+        self.stats.bump("opens with their fence checked", 1);
+        Ok(())
     }
 
     /// After an open: the faults are cleared, every region is replayed
@@ -491,7 +576,7 @@ impl Driver {
             }
             Op::Reader { from } => self.reader(from, faulty).await,
             Op::SourceAppend { region, n } => self.source_append(*region, *n, faulty).await,
-            Op::Import { region } => self.import(*region, faulty).await,
+            Op::Import { region, corrupt } => self.import(*region, *corrupt, faulty).await,
             Op::Damage { pick, delete } => {
                 // A follower waiting at the damaged object may fail or
                 // report holes: it is let go.
@@ -500,6 +585,20 @@ impl Driver {
             }
             Op::Follow { from } => self.follow(from, faulty).await,
             Op::CatchUp => self.catch_up(faulty).await,
+            Op::FollowInFlight { region, n } => self.follow_in_flight(*region, *n, faulty).await,
+            Op::ObsoleteUnlanded { region } => self.obsolete_unlanded(*region, faulty).await,
+            Op::ObsoleteAhead { region, ahead } => {
+                let Some(newest) = self.model.newest_id() else {
+                    return Ok(());
+                };
+                let id = newest + ahead;
+                let result = within("obsolete ahead", self.wal(0).obsolete(*region, id)).await?;
+                if self.answered(Call::Obsolete, &result, faulty)? {
+                    self.model.obsoleted(*region, id);
+                    self.stats.bump("marks above every id", 1);
+                }
+                Ok(())
+            }
         }
     }
 
@@ -568,7 +667,7 @@ impl Driver {
 
     /// Whether a call answering `()` succeeded (`Ok(true)`: the model
     /// learns it) or failed as documented (`Ok(false)`).
-    fn answered(
+    pub(super) fn answered(
         &mut self,
         call: Call,
         result: &Result<(), Error>,
@@ -640,6 +739,7 @@ impl Driver {
             Err(e) => self.expect_error(Call::Stop, e, faulty, &[])?,
         }
         self.stopped = Some(result);
+        self.stopped_keys = Some(self.keys().await?);
         Ok(())
     }
 

@@ -9,6 +9,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use futures::StreamExt;
+use objwal::storage::fault::HoldPoint;
 use objwal::{Entry, Error, Follower, RegionId, WalReader};
 
 use super::driver::{within, Driver, PREFIX};
@@ -39,6 +40,16 @@ impl Driver {
                 .entry(*region)
                 .or_insert_with(|| self.from(*region, *f));
         }
+        self.follow_points(points, faulty).await
+    }
+
+    /// Opens a follower of the regions from these positions (replacing
+    /// any).
+    async fn follow_points(
+        &mut self,
+        points: BTreeMap<RegionId, u64>,
+        faulty: bool,
+    ) -> Result<(), String> {
         let opened = within(
             "WalReader::open for a follower",
             WalReader::open(self.faulty.storage(), PREFIX, self.config.clone()),
@@ -58,6 +69,43 @@ impl Driver {
             ended: BTreeSet::new(),
         });
         Ok(())
+    }
+
+    /// An append of `n` entries to `region` in one call (one segment),
+    /// a follower of the region from a middle id of it, then a catch-up.
+    /// In enqueued mode the creates are held from before the append until
+    /// the follower is open, so the object lands after the follower's
+    /// start and its segment straddles the follower's position (a plant
+    /// that skipped such a segment went unseen); in durable mode the
+    /// object is there when the follower opens.
+    pub(super) async fn follow_in_flight(
+        &mut self,
+        region: RegionId,
+        n: usize,
+        faulty: bool,
+    ) -> Result<(), String> {
+        if self.stopped.is_some() || self.model.released_now(region) {
+            return Ok(());
+        }
+        let floor = self.model.floor();
+        if self.model.enqueued {
+            self.faulty.hold_creates_at(Some(HoldPoint::BeforeInner));
+        }
+        let (keys, batch) = self.register(&vec![(region, 16); n]);
+        let (appended, _) = self.append_while_held(batch).await?;
+        let ids = appended.as_ref().ok().cloned().unwrap_or_default();
+        self.append_answered(&keys, appended, faulty, &floor)?;
+        if let Some(position) = ids
+            .get(ids.len().saturating_sub(1) / 2)
+            .filter(|_| ids.len() > 1)
+        {
+            self.stats.bump("followers started inside a segment", 1);
+            self.follow_points(BTreeMap::from([(region, *position)]), faulty)
+                .await?;
+        }
+        self.faulty.hold_creates_at(None);
+        self.faulty.release_all();
+        self.catch_up(faulty).await
     }
 
     /// Lets the follower catch up with what is durable (after a `flush`),

@@ -21,7 +21,7 @@ use objwal::storage::StorageErrorKind;
 use objwal::{Error, RegionId, Wal};
 use tokio::sync::mpsc;
 
-use super::driver::{read_all, within, Driver};
+use super::driver::{read_all, within, Call, Driver};
 use super::steps::Letting;
 use super::steps::REGIONS;
 
@@ -57,6 +57,93 @@ async fn run(
 }
 
 impl Driver {
+    /// An append through handle 0 while creates may be held: it answers
+    /// on admission in enqueued mode, unless the backlog's bound makes it
+    /// wait for a create; then (after a second of virtual time) the held
+    /// creates are let go and it is awaited. Also says whether the
+    /// creates are still held.
+    pub(super) async fn append_while_held(
+        &mut self,
+        batch: Vec<(RegionId, bytes::Bytes)>,
+    ) -> Result<(Result<Vec<u64>, Error>, bool), String> {
+        let wal = self.wal(0).clone();
+        let mut append = tokio::spawn(async move { wal.append(batch).await });
+        let (joined, holding) =
+            match tokio::time::timeout(Duration::from_secs(1), &mut append).await {
+                Ok(joined) => (joined, true),
+                Err(_) => {
+                    self.stats
+                        .bump("appends that waited behind held creates", 1);
+                    self.faulty.hold_creates_at(None);
+                    self.faulty.release_all();
+                    (
+                        within("an append behind held creates", append).await?,
+                        false,
+                    )
+                }
+            };
+        let appended = joined.map_err(|e| format!("the append's task failed: {e}"))?;
+        Ok((appended, holding))
+    }
+
+    /// Enqueued mode: an entry admitted while creates are held, so not
+    /// durable, is handed to `obsolete`; the store clamps the mark to the
+    /// region's durable id (API `obsolete`, lib.rs E4), which is below the
+    /// entry. Once the creates go and the entry is durable, it must read.
+    pub(super) async fn obsolete_unlanded(
+        &mut self,
+        region: RegionId,
+        faulty: bool,
+    ) -> Result<(), String> {
+        if !self.model.enqueued || self.stopped.is_some() || self.model.released_now(region) {
+            return Ok(());
+        }
+        let floor = self.model.floor();
+        self.faulty.hold_creates_at(Some(HoldPoint::BeforeInner));
+        let (keys, batch) = self.register(&[(region, 10)]);
+        let (appended, held) = self.append_while_held(batch).await?;
+        let id = appended.as_ref().ok().and_then(|ids| ids.first().copied());
+        let marked = match id {
+            Some(id) => Some(
+                within(
+                    "obsolete of an unlanded entry",
+                    self.wal(0).obsolete(region, id),
+                )
+                .await?,
+            ),
+            None => None,
+        };
+        self.faulty.hold_creates_at(None);
+        self.faulty.release_all();
+        self.append_answered(&keys, appended, faulty, &floor)?;
+        let (Some(id), Some(marked)) = (id, marked) else {
+            return Ok(());
+        };
+        if self.answered(Call::Obsolete, &marked, faulty)? {
+            // At most the ids below the entry are hidden (what the model
+            // knows of the region below it), and only while the creates
+            // were still held at the call.
+            let through = if held {
+                self.model.known_below(region, id)
+            } else {
+                Some(id)
+            };
+            if let Some(through) = through {
+                self.model.obsoleted(region, through);
+            }
+            self.stats.bump("marks over unlanded entries", 1);
+        }
+        let waited = within("wait_durable", self.wal(1).wait_durable(region, id)).await?;
+        self.wait_answered(id, waited, faulty)?;
+        let (promised, _) = self.model.snapshot();
+        let read = within(
+            "a read after a clamped mark",
+            read_all(self.wal(2), region, 0),
+        )
+        .await?;
+        self.read_answered(2, region, 0, read, faulty, &promised)
+    }
+
     /// A second store opens the prefix while this one lives: it fences
     /// this one, which may then acknowledge nothing; the second replays
     /// everything promised and becomes the store of later steps.

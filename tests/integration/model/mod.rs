@@ -87,9 +87,42 @@ fn env_number(name: &str) -> Option<u64> {
     )
 }
 
+/// The longest a case may take in wall time. Cases run on paused time,
+/// where a task that loops without ever waiting stops the clock: no
+/// `within` deadline can fire and the test would hang. Cases take
+/// milliseconds; past this one the case is named as spinning.
+const WALL_LIMIT: std::time::Duration = std::time::Duration::from_secs(120);
+
+/// How a case failed.
+pub enum CaseFailure {
+    /// A violation of the model, or a call past its deadline.
+    Violation(String),
+    /// No answer within [`WALL_LIMIT`] of wall time: something busy-loops.
+    Spun,
+}
+
+/// Runs a case on a thread of its own, under [`WALL_LIMIT`].
+pub fn run_case(mode: AckMode, settings: &Settings, steps: &[Step]) -> Result<Stats, CaseFailure> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let (settings, steps) = (settings.clone(), steps.to_vec());
+    std::thread::Builder::new()
+        .name("model case".into())
+        .spawn(move || {
+            let _ = tx.send(run_case_here(mode, &settings, &steps));
+        })
+        .map_err(|e| CaseFailure::Violation(format!("no thread for the case: {e}")))?;
+    match rx.recv_timeout(WALL_LIMIT) {
+        Ok(outcome) => outcome.map_err(CaseFailure::Violation),
+        Err(std::sync::mpsc::RecvTimeoutError::Timeout) => Err(CaseFailure::Spun),
+        Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => Err(CaseFailure::Violation(
+            "the case panicked (its message is above)".into(),
+        )),
+    }
+}
+
 /// Runs `steps` in `mode` on a fresh store; what it exercised, or the
 /// first violation.
-pub fn run_case(mode: AckMode, settings: &Settings, steps: &[Step]) -> Result<Stats, String> {
+fn run_case_here(mode: AckMode, settings: &Settings, steps: &[Step]) -> Result<Stats, String> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .start_paused(true)
@@ -152,14 +185,31 @@ fn run(mode: AckMode) {
     // more): how soon a seed finds a bug, which scripts/planted-bugs reports.
     let ran = std::cell::Cell::new(0u64);
     let first_failure = std::cell::Cell::new(None::<u64>);
+    let reproduce = format!(
+        "reproduce: OBJWAL_MODEL_SEED={seed} PROPTEST_CASES={cases} cargo test --all-features --test integration model::"
+    );
     let outcome = runner.run(&steps::case(MAX_STEPS), |(settings, case)| {
         ran.set(ran.get() + 1);
-        let stats = run_case(mode, &settings, &case).map_err(|e| {
-            if first_failure.get().is_none() {
-                first_failure.set(Some(ran.get()));
+        let stats = match run_case(mode, &settings, &case) {
+            Ok(stats) => stats,
+            Err(failure) => {
+                if first_failure.get().is_none() {
+                    first_failure.set(Some(ran.get()));
+                }
+                match failure {
+                    CaseFailure::Violation(e) => return Err(TestCaseError::fail(e)),
+                    // Its thread spins on: neither shrinking nor the next
+                    // case can run beside it. The process ends here.
+                    CaseFailure::Spun => {
+                        eprintln!(
+                            "model test ({mode:?}): first failure at case {} of {cases}: it made no progress in {WALL_LIMIT:?} of wall time (a task busy-loops while the clock is paused)\nsettings {settings:?}: {case:#?}\n{reproduce}",
+                            ran.get()
+                        );
+                        std::process::exit(101);
+                    }
+                }
             }
-            TestCaseError::fail(e)
-        })?;
+        };
         total.borrow_mut().add(&stats);
         Ok(())
     });
@@ -170,9 +220,6 @@ fn run(mode: AckMode) {
     if let Some(case) = first_failure.get() {
         eprintln!("model test ({mode:?}): first failure at case {case} of {cases}");
     }
-    let reproduce = format!(
-        "reproduce: OBJWAL_MODEL_SEED={seed} PROPTEST_CASES={cases} cargo test --all-features --test integration model::"
-    );
     match outcome {
         Ok(()) => {}
         Err(TestError::Fail(reason, (settings, minimal))) => panic!(

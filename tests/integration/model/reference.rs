@@ -330,6 +330,21 @@ impl Model {
         ids.get(k % ids.len().max(1)).copied()
     }
 
+    /// The newest id handed out that the model knows, of any region.
+    pub fn newest_id(&self) -> Option<u64> {
+        self.entries.values().filter_map(|e| e.id).max()
+    }
+
+    /// The largest id of `region` the model knows below `id`.
+    pub fn known_below(&self, region: RegionId, id: u64) -> Option<u64> {
+        self.entries
+            .values()
+            .filter(|e| e.region == region)
+            .filter_map(|e| e.id)
+            .filter(|i| *i < id)
+            .max()
+    }
+
     /// The regions of `keys`.
     pub fn regions_of(&self, keys: &[Key]) -> Vec<RegionId> {
         keys.iter()

@@ -162,6 +162,15 @@ pub enum Op {
     },
     /// `obsolete(region, k-th known id)`.
     Obsolete { region: u64, pick: usize },
+    /// Enqueued mode: with creates held, an append of one entry to
+    /// `region`, then `obsolete` of its id while it cannot be durable; the
+    /// creates let go, the entry must read (a mark is clamped to the
+    /// durable id, API `obsolete`).
+    ObsoleteUnlanded { region: u64 },
+    /// `obsolete(region, id)` with an id `ahead` positions above the
+    /// newest id handed out (an import's floor may be so): the region's
+    /// next ids must lie above it, also inside the open batch's sequence.
+    ObsoleteAhead { region: u64, ahead: u64 },
     /// `wait_durable(region, k-th known id)`.
     WaitDurable { region: u64, pick: usize },
     /// `release_region(region)`.
@@ -198,7 +207,10 @@ pub enum Op {
     /// `import_region` of `region` from the other log through a
     /// `WalReader`, then its release there (rfcs/0009's handoff). Repeated
     /// imports of a region import nothing more.
-    Import { region: u64 },
+    /// With `corrupt`, the next two reads of the other log's objects after
+    /// its reader opened are corrupted in transit (a segment read twice
+    /// bad is a hole the import must not copy around).
+    Import { region: u64, corrupt: bool },
     /// An object damaged (a byte of its trailer flipped) or deleted by
     /// hand after a crash; the operator's tools must name it (its holes,
     /// or the objects left unreplayed), an open under `"fail"` must refuse
@@ -211,6 +223,11 @@ pub enum Op {
     /// A `flush`, then the follower catches up: it must have yielded every
     /// promised entry of its regions above its start.
     CatchUp,
+    /// An append of `n` entries to `region` (one segment; in enqueued mode
+    /// with creates held, so it lands later), a follower of the region
+    /// from a middle id of it, then a catch-up: the segment straddles the
+    /// follower's position.
+    FollowInFlight { region: u64, n: usize },
 }
 
 /// Which keys a fault rule matches.
@@ -450,9 +467,13 @@ fn op() -> impl Strategy<Value = Op> {
         1 => (region(), 33usize..=40).prop_map(|(region, objects)| Op::Burst { region, objects }),
         1 => from_points().prop_map(|from| Op::Reader { from }),
         2 => (region(), 1usize..=4).prop_map(|(region, n)| Op::SourceAppend { region, n }),
-        1 => region().prop_map(|region| Op::Import { region }),
+        1 => (region(), prop::bool::weighted(0.3))
+            .prop_map(|(region, corrupt)| Op::Import { region, corrupt }),
         1 => from_points().prop_map(|from| Op::Follow { from }),
         2 => Just(Op::CatchUp),
+        1 => (region(), 2usize..=4).prop_map(|(region, n)| Op::FollowInFlight { region, n }),
+        1 => region().prop_map(|region| Op::ObsoleteUnlanded { region }),
+        1 => (region(), 1u64..=3).prop_map(|(region, ahead)| Op::ObsoleteAhead { region, ahead }),
         5 => read(),
         3 => (region(), 0usize..16).prop_map(|(region, pick)| Op::Obsolete { region, pick }),
         3 => wait_durable(),

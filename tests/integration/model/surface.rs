@@ -4,6 +4,7 @@
 //! objects damaged or deleted by hand.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
 
 use bytes::Bytes;
 use futures::StreamExt;
@@ -242,21 +243,44 @@ impl Driver {
     }
 
     /// `import_region(region)` from the other log, then its release there.
-    pub(super) async fn import(&mut self, region: RegionId, faulty: bool) -> Result<(), String> {
+    ///
+    /// With `corrupt` (in a step with no other fault), the next two reads
+    /// of the other log's objects after its reader opened are corrupted in
+    /// transit: a segment that reads bad twice is a hole, and the import
+    /// must fail on it (retryable) rather than copy around it; it is then
+    /// repeated with no fault.
+    pub(super) async fn import(
+        &mut self,
+        region: RegionId,
+        corrupt: bool,
+        faulty: bool,
+    ) -> Result<(), String> {
         if self.source.is_none() || self.model.released_now(region) {
             return Ok(());
         }
-        match self.try_import(region, faulty).await? {
-            true => Ok(()),
-            false => {
-                self.imports_to_repeat.insert(region);
-                Ok(())
+        let corrupt = corrupt && !faulty;
+        let done = self.try_import(region, faulty, corrupt).await?;
+        if corrupt {
+            self.faulty.clear_faults();
+        }
+        if !done {
+            self.imports_to_repeat.insert(region);
+            if corrupt {
+                self.repeat_imports().await?;
             }
         }
+        Ok(())
     }
 
-    /// One import; `Ok(false)`: it failed as documented.
-    async fn try_import(&mut self, region: RegionId, faulty: bool) -> Result<bool, String> {
+    /// One import; `Ok(false)`: it failed as documented. With `corrupt`,
+    /// two reads of the other log's objects are corrupted once its reader
+    /// is open.
+    async fn try_import(
+        &mut self,
+        region: RegionId,
+        faulty: bool,
+        corrupt: bool,
+    ) -> Result<bool, String> {
         let Some(source) = self.source.as_ref() else {
             return Ok(true);
         };
@@ -278,17 +302,25 @@ impl Driver {
             Err(_) if faulty => return Ok(false),
             Err(e) => return Err(format!("a reader of the other log did not open: {e}")),
         };
+        if corrupt {
+            self.stats.bump("imports through corrupted reads", 1);
+            self.faulty
+                .corrupt_next_reads(&format!("{SOURCE}/objects/"), 2);
+        }
+        let faulty = faulty || corrupt;
         // The floor an import raises first (its `obsolete`), as the call
         // computes it: a failed import may have applied it.
         let floor = from_log
             .latest_entry_id(region)
             .max(from_log.released_through(region))
             .max(self.wal(0).latest_entry_id(region));
+        let started = tokio::time::Instant::now();
         let result = within(
             "import_region",
             self.wal(0).import_region(&from_log, region, 0),
         )
         .await?;
+        let took = started.elapsed();
         let imported = match result {
             Ok(imported) => imported,
             Err(e) => {
@@ -302,6 +334,22 @@ impl Driver {
         };
         if self.stopped.is_some() {
             return Err("an import on a stopped store answered Ok".into());
+        }
+        // In enqueued mode an import seals what it appended at once (API
+        // `import_region`): with no fault armed it does not wait for the
+        // flush timer (the store is in memory: no virtual time passes but
+        // for timers). A durable append waits for its seal as any does.
+        let timer = self.config.flush_interval;
+        if self.model.enqueued
+            && !faulty
+            && imported.entries > 0
+            && timer >= Duration::from_millis(10)
+            && took >= timer
+        {
+            return Err(format!(
+                "an import of {} entries took {took:?} with no fault armed: it waited for the flush timer ({timer:?})",
+                imported.entries
+            ));
         }
         // What it appended: read back with no fault armed.
         self.faulty.clear_faults();
@@ -408,7 +456,7 @@ impl Driver {
             // off before its next create): a retryable refusal is repeated.
             let mut done = false;
             for _ in 0..10 {
-                if self.try_import(region, true).await? {
+                if self.try_import(region, true, false).await? {
                     done = true;
                     break;
                 }
@@ -461,6 +509,7 @@ impl Driver {
             return Ok(());
         };
         // A crash first: nothing writes while the object changes.
+        self.check_stopped_quiet().await?;
         self.handles.clear();
         self.stopped = None;
         let bytes = within("a read", inner.read(&key, 0..size))
