@@ -519,6 +519,18 @@ impl Driver {
             .map(|o| !o.releases.is_empty() || !o.marks.is_empty())
             .unwrap_or(true);
         let live = self.model.live_regions_in(sequence);
+        // Whether an object above it holds entries: a reader names such an
+        // object unreplayed where its chain breaks (one without entries,
+        // a start object or a settle marker, it need not name).
+        let mut nothing_above = true;
+        for (_, key, size) in objects.iter().filter(|(s, _, _)| *s > sequence) {
+            let read = within("a read", inner.read(key, 0..*size)).await?;
+            let holds = read
+                .ok()
+                .and_then(|b| objwal::format::decode(&b).ok())
+                .is_none_or(|o| !o.segments.is_empty());
+            nothing_above &= !holds;
+        }
         if delete {
             within("a delete by hand", inner.delete(&key))
                 .await?
@@ -549,7 +561,7 @@ impl Driver {
         .await?;
         match opened {
             Ok(reader) => {
-                self.check_damaged_reader(&reader, sequence, delete, &live)
+                self.check_damaged_reader(&reader, sequence, delete, nothing_above, &live)
                     .await?
             }
             // No complete chain is left without the deleted object: the
@@ -623,21 +635,33 @@ impl Driver {
 
     /// What a reader under quarantine shows after object `sequence` was
     /// damaged or deleted: named damage, named holes, and every other
-    /// promised entry, except in objects named unreplayed.
+    /// promised entry, except in objects named unreplayed. A deleted
+    /// object below one that holds entries is named where the chains above
+    /// it break, or every promised entry it held must read (it was
+    /// collectable): a chain accepted across the gap drops them in silence
+    /// (a planted bug that took a predecessor missing at exactly the
+    /// reclaim boundary for a collected one went unseen).
     async fn check_damaged_reader(
         &mut self,
         reader: &WalReader,
         sequence: u64,
         delete: bool,
+        nothing_above: bool,
         live: &BTreeSet<RegionId>,
     ) -> Result<(), String> {
         let mut lost: BTreeSet<u64> = reader.unreplayed().iter().map(|u| u.sequence).collect();
         if delete {
-            lost.insert(sequence);
             if reader.unreplayed().iter().any(|u| u.broken_at == sequence) {
                 self.stats
                     .bump("deleted objects named where chains break", 1);
+                lost.insert(sequence);
+            } else if nothing_above {
+                // No entries above it: the chain ends below it, unnamed.
+                lost.insert(sequence);
             }
+            // Otherwise the chains above were accepted across the gap: the
+            // object must have been collectable, so no entry the model
+            // requires may have been in it.
         } else if !live.is_empty() {
             if !reader.damaged().iter().any(|d| d.sequence == sequence) {
                 return Err(format!(
