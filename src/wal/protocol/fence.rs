@@ -11,13 +11,13 @@
 //! fenced exactly when the fence of `e + 1` exists, and learns it with one
 //! read of one key.
 //!
-//! A writer reads that key after its objects are durable and before it
-//! acknowledges them (one read per acknowledgement round, never per
-//! append). Linearization: if the read finds no fence, the newer process's
-//! claim, and so its listing, came after those objects landed, and recovery
-//! indexes them; if it finds one, the writer poisons itself and acknowledges
-//! nothing more. Only conditional creates and reads are needed, so every
-//! backend fences; see rfcs/0006-fencing.md for the argument.
+//! A writer does not read the fence before it acknowledges: its object
+//! keys are the fence (rfcs/0006, rules K1-K5). A newer opener walks the
+//! older writer's run and settles its first free key, so a create of the
+//! older writer at that key answers "exists" and it acknowledges nothing
+//! more. The fence of `e + 1` is read once, by an opener at the end of
+//! its open. Only conditional creates and reads are needed, so every
+//! backend fences.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
