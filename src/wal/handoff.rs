@@ -61,6 +61,9 @@ impl Wal {
     /// handed out for the region, and returns once they are durable and
     /// indexed. The engine must have stopped writing the region to the
     /// other log first, and releases it there afterwards (rfcs/0009).
+    /// It seals what it appended at once rather than waiting for
+    /// `flush_interval` (in durable mode each chunk's append waits for its
+    /// seal, as any append does).
     ///
     /// Calling it again after a failure (or a crash) is safe: the new floor
     /// hides the copies the failed call left, and the engine replays from

@@ -12,11 +12,15 @@
 //! known id, bulk `replay` of several regions (checked like reads and equal
 //! to them), a burst of more objects than a replay page holds followed by
 //! a `replay` of every region, a `WalReader` on the live prefix (its reads and replay),
-//! `obsolete`, `wait_durable`, `release_region`, `flush`, virtual time
+//! `obsolete` (of a known id, of an entry admitted while its create is
+//! held, of an id above every id handed out), `wait_durable`,
+//! `release_region`, `flush`, virtual time
 //! passing, `stop`, a reopen, a crash (every handle dropped, then a
 //! reopen), a second opener (a newer store fences the running one), a
 //! second log on the same store and `import_region` from it followed by
-//! the release there (rfcs/0009), objects damaged or deleted by hand (the
+//! the release there (rfcs/0009; some with two of its reads corrupted in
+//! transit), a follower (from a known id, or from inside a segment still in
+//! flight), objects damaged or deleted by hand (the
 //! tools must name them; restored, everything replays), calls run at once,
 //! creates held (before they reach the store or after they landed) and let
 //! go in order, in reverse or with the first failing, and every fault of
@@ -41,9 +45,14 @@
 //! are whole objects and a suffix; ids rise across lives; each error is one
 //! the documentation names for that call in that state
 //! (`driver::Driver::expect_error`); `latest_entry_id` covers what was
-//! acknowledged; and no call hangs: every await is under a 30 s deadline
-//! of virtual time (the runtime's clock is paused, so the store's timers,
-//! retries and latencies cost no real time and the run is deterministic).
+//! acknowledged; every open leaves a fence of its own (epochs dense from
+//! 1); a stopped store changes nothing under its prefix until the next
+//! open; an enqueued import does not wait for the flush timer; and no call
+//! hangs: every await is under a 30 s deadline of virtual time (the
+//! runtime's clock is paused, so the store's timers, retries and latencies
+//! cost no real time and the run is deterministic), and a case that makes
+//! no progress for [`WALL_LIMIT`] of wall time (a busy loop stops the
+//! paused clock) is named and ends the run.
 //!
 //! What a run reached is printed per path (`driver::Stats`: the driver's
 //! counts and the store's `objwal_*` counters, from a recorder local to the
