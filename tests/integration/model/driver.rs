@@ -245,6 +245,11 @@ impl Driver {
         let allowed = faulty
             && match (call, e) {
                 (Call::Append, Error::Storage { .. } | Error::NotDurable { .. }) => !enqueued,
+                // Calls waiting when a stop gave up on its backlog: a
+                // durable append (its create may have landed), a barrier,
+                // a release (its record may have landed).
+                (Call::Append, Error::Lost { .. }) => !enqueued,
+                (Call::WaitDurable | Call::Release, Error::Lost { .. }) => true,
                 // Refused while a failed key is being settled (durable) or
                 // the backlog is repeated (enqueued): never admitted.
                 (Call::Append, Error::Failing { .. }) => true,
@@ -576,7 +581,16 @@ impl Driver {
             }
             Op::Reader { from } => self.reader(from, faulty).await,
             Op::SourceAppend { region, n } => self.source_append(*region, *n, faulty).await,
-            Op::Import { region, corrupt } => self.import(*region, *corrupt, faulty).await,
+            Op::Import {
+                region,
+                fill,
+                corrupt,
+            } => {
+                if *fill {
+                    self.source_append(*region, 2, faulty).await?;
+                }
+                self.import(*region, *corrupt, faulty).await
+            }
             Op::Damage { pick, delete } => {
                 // A follower waiting at the damaged object may fail or
                 // report holes: it is let go.

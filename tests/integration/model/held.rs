@@ -3,7 +3,9 @@
 //! The held step: creates held at a point of the fault wrapper while two
 //! appends (and in enqueued mode their `wait_durable`) run and a read goes
 //! on; then the creates are let go (in order, newest first, or the first
-//! failing), or the store crashes with them held and a reopen is checked.
+//! failing), or a stop runs while each held create fails for good (once it
+//! returns, nothing of the store may stay in flight), or the store crashes
+//! with them held and a reopen is checked.
 //!
 //! The crash is what pins a barrier to the truth: an enqueued
 //! `wait_durable` that answered `Ok` while its create was still held (and
@@ -184,6 +186,47 @@ impl Driver {
         Ok(())
     }
 
+    /// A stop while creates are held, each held create of this store
+    /// failing for good as it comes: the stop gives up after
+    /// `stop_attempts` (`Lost`), or gets through. Once it returned, the
+    /// store has nothing in flight (a stop that gave up once left the
+    /// creates of its backlog running, and they landed later).
+    async fn stop_while_held(&mut self) -> Result<(), String> {
+        let ours = format!("{}/", super::driver::PREFIX);
+        let failer = tokio::spawn({
+            let faulty = self.faulty.clone();
+            let ours = ours.clone();
+            async move {
+                loop {
+                    if let Some(key) = faulty.held().into_iter().find(|k| k.starts_with(&ours)) {
+                        faulty.release_with_error(&key, StorageErrorKind::Permanent);
+                    }
+                    tokio::time::sleep(Duration::from_millis(1)).await;
+                }
+            }
+        });
+        let stopped = self.stop(true).await;
+        failer.abort();
+        stopped?;
+        self.stats.bump("stops while creates were held", 1);
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let left: Vec<String> = self
+            .faulty
+            .held()
+            .into_iter()
+            .filter(|k| k.starts_with(&ours))
+            .collect();
+        self.faulty.hold_creates_at(None);
+        self.faulty.release_all();
+        if !left.is_empty() {
+            return Err(format!(
+                "the stop returned {:?}, yet its store still has creates in flight: {left:?}",
+                self.stopped
+            ));
+        }
+        Ok(())
+    }
+
     pub(super) async fn held(
         &mut self,
         after_landed: bool,
@@ -242,6 +285,14 @@ impl Driver {
             .await?;
             self.faulty.hold_creates_at(None);
             self.faulty.release_all();
+        } else if letting == Letting::StopFailing {
+            self.stop_while_held().await?;
+            within("the first held append", first)
+                .await?
+                .map_err(|e| e.to_string())?;
+            within("the second held append", second)
+                .await?
+                .map_err(|e| e.to_string())?;
         } else {
             self.faulty.hold_creates_at(None);
             let mut held = self.faulty.held();
@@ -264,7 +315,14 @@ impl Driver {
                 .await?
                 .map_err(|e| e.to_string())?;
         }
-        let failing = letting == Letting::FailFirst && !crash;
+        let failing = matches!(letting, Letting::FailFirst | Letting::StopFailing) && !crash;
+        // Under `StopFailing` the calls were made before the stop: their
+        // answers are judged as such.
+        let stopped = if letting == Letting::StopFailing && !crash {
+            self.stopped.take()
+        } else {
+            None
+        };
         let mut appended = [None, None];
         let mut released = false;
         let mut all = Vec::new();
@@ -290,6 +348,9 @@ impl Driver {
                     self.release_answered(region, result, failing)?;
                 }
             }
+        }
+        if stopped.is_some() {
+            self.stopped = stopped;
         }
         if release_second {
             // The second append was never made.

@@ -209,11 +209,13 @@ fn run(mode: AckMode) {
                     CaseFailure::Violation(e) => return Err(TestCaseError::fail(e)),
                     // Its thread spins on: neither shrinking nor the next
                     // case can run beside it. The process ends here.
+                    // Written past libtest's capture, which an exit drops.
                     CaseFailure::Spun => {
-                        eprintln!(
-                            "model test ({mode:?}): first failure at case {} of {cases}: it made no progress in {WALL_LIMIT:?} of wall time (a task busy-loops while the clock is paused)\nsettings {settings:?}: {case:#?}\n{reproduce}",
+                        let message = format!(
+                            "model test ({mode:?}): first failure at case {} of {cases}: it made no progress in {WALL_LIMIT:?} of wall time (a task busy-loops while the clock is paused)\nsettings {settings:?}: {case:#?}\n{reproduce}\n",
                             ran.get()
                         );
+                        let _ = std::io::Write::write_all(&mut std::io::stderr(), message.as_bytes());
                         std::process::exit(101);
                     }
                 }

@@ -207,10 +207,16 @@ pub enum Op {
     /// `import_region` of `region` from the other log through a
     /// `WalReader`, then its release there (rfcs/0009's handoff). Repeated
     /// imports of a region import nothing more.
-    /// With `corrupt`, the next two reads of the other log's objects after
-    /// its reader opened are corrupted in transit (a segment read twice
-    /// bad is a hole the import must not copy around).
-    Import { region: u64, corrupt: bool },
+    /// With `fill`, the other log first appends two entries to the
+    /// region (an import that moves something). With `corrupt`, the next
+    /// two reads of the other log's objects after its reader opened are
+    /// corrupted in transit (a segment read twice bad is a hole the import
+    /// must not copy around).
+    Import {
+        region: u64,
+        fill: bool,
+        corrupt: bool,
+    },
     /// An object damaged (a byte of its trailer flipped) or deleted by
     /// hand after a crash; the operator's tools must name it (its holes,
     /// or the objects left unreplayed), an open under `"fail"` must refuse
@@ -388,6 +394,8 @@ pub enum Letting {
     Reverse,
     /// The first fails with a transient error, the second proceeds.
     FailFirst,
+    /// A stop, while every held create fails for good as it comes.
+    StopFailing,
 }
 
 /// One step of a case.
@@ -402,7 +410,8 @@ pub enum Step {
     /// Creates held (before they reach the store, or after they landed)
     /// while an append to the first region, a read, and an append to (or
     /// the release of) the second region run; then let go, or the store
-    /// crashes with them held (and a reopen is checked).
+    /// stops while each held create fails for good, or the store crashes
+    /// with them held (and a reopen is checked).
     Held {
         after_landed: bool,
         letting: Letting,
@@ -467,8 +476,8 @@ fn op() -> impl Strategy<Value = Op> {
         1 => (region(), 33usize..=40).prop_map(|(region, objects)| Op::Burst { region, objects }),
         1 => from_points().prop_map(|from| Op::Reader { from }),
         2 => (region(), 1usize..=4).prop_map(|(region, n)| Op::SourceAppend { region, n }),
-        1 => (region(), prop::bool::weighted(0.3))
-            .prop_map(|(region, corrupt)| Op::Import { region, corrupt }),
+        2 => (region(), any::<bool>(), prop::bool::weighted(0.3))
+            .prop_map(|(region, fill, corrupt)| Op::Import { region, fill, corrupt }),
         1 => from_points().prop_map(|from| Op::Follow { from }),
         2 => Just(Op::CatchUp),
         1 => (region(), 2usize..=4).prop_map(|(region, n)| Op::FollowInFlight { region, n }),
@@ -525,7 +534,8 @@ fn letting() -> impl Strategy<Value = Letting> {
     prop_oneof![
         Just(Letting::InOrder),
         Just(Letting::Reverse),
-        Just(Letting::FailFirst)
+        Just(Letting::FailFirst),
+        Just(Letting::StopFailing)
     ]
 }
 

@@ -224,10 +224,14 @@ impl Driver {
         faulty: bool,
     ) -> Result<(), String> {
         let keyed: Vec<(Key, Bytes)> = (0..n).map(|i| self.model.foreign(region, 10 + i)).collect();
+        // The handoff's contract (rfcs/0009): once the region is imported
+        // the other log writes it no more; its release there may still be
+        // waiting for the faults to clear.
+        let handed_off = self.source_releases_to_repeat.contains(&region);
         let Some(source) = self.source(faulty).await? else {
             return Ok(());
         };
-        if source.released.contains(&region) {
+        if source.released.contains(&region) || handed_off {
             return Ok(());
         }
         let batch = keyed.iter().map(|(_, b)| (region, b.clone())).collect();
@@ -255,7 +259,14 @@ impl Driver {
         corrupt: bool,
         faulty: bool,
     ) -> Result<(), String> {
-        if self.source.is_none() || self.model.released_now(region) {
+        // An import that succeeded is followed by the release on the other
+        // log, not by another import (which would copy the region again
+        // under a new floor: a follower that yielded the first copies would
+        // see them twice).
+        if self.source.is_none()
+            || self.model.released_now(region)
+            || self.source_releases_to_repeat.contains(&region)
+        {
             return Ok(());
         }
         let corrupt = corrupt && !faulty;
@@ -468,6 +479,11 @@ impl Driver {
                 ));
             }
             self.stats.bump("imports repeated", 1);
+        }
+        // A repeated import that succeeded is released on the other log
+        // now (the faults are cleared).
+        for region in std::mem::take(&mut self.source_releases_to_repeat) {
+            self.release_on_source(region).await?;
         }
         Ok(())
     }
