@@ -81,7 +81,8 @@ pub struct Model {
     /// release: its record was collected and is forgotten, so an append
     /// may be accepted again (rfcs/0005, "crash windows that remain").
     forgotten: BTreeSet<RegionId>,
-    /// A corrupted read was injected in this life: holes are allowed.
+    /// Two corrupted reads were injected in one step of this life: holes
+    /// are allowed (one bad read in transit is never damage).
     pub corruption: bool,
     /// Watermarks handed to `obsolete` in this life that may not be durable
     /// yet (in enqueued mode at most the largest promised id then: the
