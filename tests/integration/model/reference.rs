@@ -92,6 +92,12 @@ pub struct Model {
     /// append after them returned `Ok`): no entry at or below one replays
     /// after a restart, and reads in later lives hide them.
     durable_marks: HashMap<RegionId, u64>,
+    /// Per region, the largest watermark the ids handed out must lie above
+    /// (an `obsolete` above every id moves the run): those handed in with
+    /// `Ok` in this life, and those known durable. Not a mark of a call
+    /// that failed, nor one a crash forgot (the engine hands its marks in
+    /// again after an open).
+    id_floor: HashMap<RegionId, u64>,
     /// Keys of another log's entries that an import which failed may have
     /// copied here: tolerated at any id until the import is repeated
     /// (`None`), then only at or below the repeat's floor.
@@ -121,6 +127,7 @@ impl Model {
             corruption: false,
             pending_marks: HashMap::new(),
             durable_marks: HashMap::new(),
+            id_floor: HashMap::new(),
             import_copies: HashMap::new(),
             quarantined: BTreeSet::new(),
             ever_released: BTreeSet::new(),
@@ -371,9 +378,10 @@ impl Model {
         self.released.contains(&region) || self.releasing.contains(&region)
     }
 
-    /// Per region, the largest id known before a step (new ids lie above).
+    /// Per region, the largest id known before a step, or watermark in
+    /// force (`id_floor`): new ids lie above.
     pub fn floor(&self) -> HashMap<RegionId, u64> {
-        let mut floor = self.watermark_ever.clone();
+        let mut floor = self.id_floor.clone();
         for e in self.entries.values() {
             if let Some(id) = e.id {
                 let slot = floor.entry(e.region).or_insert(0);
@@ -503,7 +511,11 @@ impl Model {
 
     /// `obsolete(region, id)` returned `Ok`.
     pub fn obsoleted(&mut self, region: RegionId, id: u64) {
-        for map in [&mut self.watermark, &mut self.watermark_ever] {
+        for map in [
+            &mut self.watermark,
+            &mut self.watermark_ever,
+            &mut self.id_floor,
+        ] {
             let slot = map.entry(region).or_insert(0);
             *slot = (*slot).max(id);
         }

@@ -156,6 +156,7 @@ impl Model {
         // durable ones hide their entries in the new life.
         self.pending_marks.clear();
         self.watermark = self.durable_marks.clone();
+        self.id_floor = self.durable_marks.clone();
         self.corruption = false;
         self.quarantined = holes.iter().map(|h| h.sequence).collect();
         self.life += 1;
