@@ -227,6 +227,25 @@ impl Driver {
         Ok(())
     }
 
+    /// Lets the held creates go: in order, newest first, or the first
+    /// failing.
+    fn let_held_go(&self, letting: Letting) {
+        self.faulty.hold_creates_at(None);
+        let mut held = self.faulty.held();
+        if letting == Letting::Reverse {
+            held.reverse();
+        }
+        for (i, key) in held.iter().enumerate() {
+            if i == 0 && letting == Letting::FailFirst {
+                self.faulty
+                    .release_with_error(key, StorageErrorKind::Transient);
+            } else {
+                self.faulty.release(key);
+            }
+        }
+        self.faulty.release_all();
+    }
+
     pub(super) async fn held(
         &mut self,
         after_landed: bool,
@@ -285,29 +304,12 @@ impl Driver {
             .await?;
             self.faulty.hold_creates_at(None);
             self.faulty.release_all();
-        } else if letting == Letting::StopFailing {
-            self.stop_while_held().await?;
-            within("the first held append", first)
-                .await?
-                .map_err(|e| e.to_string())?;
-            within("the second held append", second)
-                .await?
-                .map_err(|e| e.to_string())?;
         } else {
-            self.faulty.hold_creates_at(None);
-            let mut held = self.faulty.held();
-            if letting == Letting::Reverse {
-                held.reverse();
+            if letting == Letting::StopFailing {
+                self.stop_while_held().await?;
+            } else {
+                self.let_held_go(letting);
             }
-            for (i, key) in held.iter().enumerate() {
-                if i == 0 && letting == Letting::FailFirst {
-                    self.faulty
-                        .release_with_error(key, StorageErrorKind::Transient);
-                } else {
-                    self.faulty.release(key);
-                }
-            }
-            self.faulty.release_all();
             within("the first held append", first)
                 .await?
                 .map_err(|e| e.to_string())?;
