@@ -53,7 +53,34 @@ pub struct Imported {
     pub entries: u64,
 }
 
+impl Imported {
+    /// Counts the ids of one append of the import.
+    fn appended(&mut self, ids: &[EntryId]) {
+        if self.first_id == 0 {
+            self.first_id = ids.first().copied().unwrap_or(0);
+        }
+        self.last_id = ids.last().copied().unwrap_or(self.last_id);
+        self.entries += ids.len() as u64;
+    }
+}
+
 impl Wal {
+    /// An import's first step: hides what this log holds of `region`
+    /// through `floor` and moves the next sequence above it (both ways of
+    /// taking a region over start so).
+    async fn raise_floor(&self, region: RegionId, floor: EntryId) -> Result<Imported, Error> {
+        if floor > 0 {
+            self.obsolete(region, floor).await?;
+        }
+        Ok(Imported {
+            region,
+            floor,
+            first_id: 0,
+            last_id: 0,
+            entries: 0,
+        })
+    }
+
     /// Takes `region` over from another node's log: appends every entry
     /// `from_log.read(region, from)` yields (the other node's unflushed
     /// entries, `from` being the engine's flushed id there plus one) to
@@ -87,30 +114,14 @@ impl Wal {
             .latest_entry_id(region)
             .max(from_log.released_through(region));
         let floor = theirs.max(self.latest_entry_id(region));
-        if floor > 0 {
-            // Hides what this log holds of the region through the floor
-            // and moves the next sequence above it.
-            self.obsolete(region, floor).await?;
-        }
-        let mut imported = Imported {
-            region,
-            floor,
-            first_id: 0,
-            last_id: 0,
-            entries: 0,
-        };
+        let mut imported = self.raise_floor(region, floor).await?;
         let mut entries = Box::pin(from_log.read(region, from));
         let mut chunk = Chunk::new(region, self.handle.batch_bytes);
         loop {
             let next = entries.next().await.transpose()?;
             let full = next.as_ref().is_some_and(|e| !chunk.takes(&e.data));
             if full || (next.is_none() && !chunk.is_empty()) {
-                let ids = self.append(chunk.take()).await?;
-                if imported.first_id == 0 {
-                    imported.first_id = ids.first().copied().unwrap_or(0);
-                }
-                imported.last_id = ids.last().copied().unwrap_or(imported.last_id);
-                imported.entries += ids.len() as u64;
+                imported.appended(&self.append(chunk.take()).await?);
             }
             let Some(entry) = next else { break };
             chunk.push(entry.data);

@@ -156,16 +156,7 @@ impl Takeover {
         let held = answer.await.map_err(|_| gone())??;
         let (wal, region) = (&self.wal, self.region);
         let floor = held.reached.max(wal.latest_entry_id(region));
-        if floor > 0 {
-            wal.obsolete(region, floor).await?;
-        }
-        let mut imported = Imported {
-            region,
-            floor,
-            first_id: 0,
-            last_id: 0,
-            entries: 0,
-        };
+        let mut imported = wal.raise_floor(region, floor).await?;
         // The appends are sent at once, in order (an append's first poll
         // hands it to the actor, which admits appends in the order they
         // come: ids and objects keep the region's order), so that their
@@ -190,11 +181,7 @@ impl Takeover {
                 std::task::Poll::Ready(ids) => ids?,
                 std::task::Poll::Pending => append.await?,
             };
-            if imported.first_id == 0 {
-                imported.first_id = ids.first().copied().unwrap_or(0);
-            }
-            imported.last_id = ids.last().copied().unwrap_or(imported.last_id);
-            imported.entries += ids.len() as u64;
+            imported.appended(&ids);
         }
         if imported.entries > 0 {
             wal.wait_durable(region, imported.last_id).await?;
