@@ -495,17 +495,15 @@ fn print_text(i: &Inspection) {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use objwal::storage::fault::FaultyStorage;
     use objwal::storage::MemoryStorage;
     use objwal::{Config, Wal};
 
-    /// Issue 18, item 4: one tail read corrupted in transit made `inspect`
-    /// show a healthy object as damaged. Damaged only when a second look
-    /// fails the same way.
-    #[tokio::test]
-    async fn one_tail_read_corrupted_in_transit_is_not_shown_damaged() {
+    /// A log under prefix `t` of one object (one entry of region 1) over
+    /// the fault wrapper: the wrapper, its storage, the prefix, the object.
+    pub(crate) async fn one_object_store() -> (FaultyStorage, Storage, Prefix, ObjectMeta) {
         let faulty = FaultyStorage::new(Storage::new(MemoryStorage::new()));
         let storage = faulty.storage();
         let wal = Wal::open(storage.clone(), "t", Config::default())
@@ -515,6 +513,15 @@ mod tests {
         wal.stop().await.unwrap();
         let prefix = Prefix::new("t").unwrap();
         let meta = storage.list("t/objects/").await.unwrap().pop().unwrap();
+        (faulty, storage, prefix, meta)
+    }
+
+    /// Issue 18, item 4: one tail read corrupted in transit made `inspect`
+    /// show a healthy object as damaged. Damaged only when a second look
+    /// fails the same way.
+    #[tokio::test]
+    async fn one_tail_read_corrupted_in_transit_is_not_shown_damaged() {
+        let (faulty, storage, prefix, meta) = one_object_store().await;
         let in_footer = meta.size - format::TRAILER_LEN as u64 - 3;
 
         faulty.corrupt_next_reads_at(&meta.key, 1, in_footer);

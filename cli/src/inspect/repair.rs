@@ -171,9 +171,9 @@ async fn opens_now(storage: &Storage, prefix: &Prefix) -> CliResult {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::inspect::tests::one_object_store;
     use objwal::storage::fault::FaultyStorage;
     use objwal::storage::MemoryStorage;
-    use objwal::{Config, Wal};
 
     fn now() -> Recheck {
         Recheck {
@@ -187,15 +187,7 @@ mod tests {
     /// asks, called it damaged).
     #[tokio::test]
     async fn one_bad_read_leaves_nothing_for_repair_to_move() {
-        let faulty = FaultyStorage::new(Storage::new(MemoryStorage::new()));
-        let storage = faulty.storage();
-        let wal = Wal::open(storage.clone(), "t", Config::default())
-            .await
-            .unwrap();
-        wal.append(vec![(1, "some entry".into())]).await.unwrap();
-        wal.stop().await.unwrap();
-        let prefix = Prefix::new("t").unwrap();
-        let meta = storage.list("t/objects/").await.unwrap().pop().unwrap();
+        let (faulty, storage, prefix, meta) = one_object_store().await;
         let in_footer = meta.size - objwal::format::TRAILER_LEN as u64 - 3;
         faulty.corrupt_next_reads_at(&meta.key, 1, in_footer);
         let health = Health::of(&storage, &prefix, &now()).await;

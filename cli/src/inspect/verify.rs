@@ -173,24 +173,14 @@ async fn decode_whole(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use objwal::storage::fault::FaultyStorage;
-    use objwal::storage::MemoryStorage;
-    use objwal::{Config, Wal};
+    use crate::inspect::tests::one_object_store;
 
     /// Issue 18, item 4: `verify` called an object damaged after one read
     /// corrupted in transit. Damaged only when a second read fails the
     /// same way.
     #[tokio::test]
     async fn one_read_corrupted_in_transit_is_not_reported_damaged() {
-        let faulty = FaultyStorage::new(Storage::new(MemoryStorage::new()));
-        let storage = faulty.storage();
-        let wal = Wal::open(storage.clone(), "t", Config::default())
-            .await
-            .unwrap();
-        wal.append(vec![(1, "some entry".into())]).await.unwrap();
-        wal.stop().await.unwrap();
-        let prefix = Prefix::new("t").unwrap();
-        let meta = storage.list("t/objects/").await.unwrap().pop().unwrap();
+        let (faulty, storage, prefix, meta) = one_object_store().await;
         let none = HashSet::new();
 
         faulty.corrupt_next_reads(&meta.key, 1);
