@@ -77,6 +77,20 @@ pub async fn objects(
     )))
 }
 
+/// Deletes everything under `prefix` (a benchmark's scratch prefix);
+/// failures are reported, not fatal.
+pub async fn clean(storage: &Storage, prefix: &str) {
+    let Ok(listed) = storage.list(&format!("{prefix}/")).await else {
+        out!("cleanup:   could not list {prefix}/; remove it by hand");
+        return;
+    };
+    for meta in listed {
+        if let Err(e) = storage.delete(&meta.key).await {
+            out!("cleanup:   could not delete {}: {e}", meta.key);
+        }
+    }
+}
+
 /// The URL of the folder (or bucket) holding what `url` names, with the
 /// same query, and the name of that last part: `file:///data/kv` gives
 /// `file:///data` and `kv`. `None` for a URL with no path to go up from

@@ -24,7 +24,8 @@ use bytes::Bytes;
 use objwal::storage::fault::{Counts, FaultyStorage, Op};
 use objwal::{Config, Imported, Storage, Wal, WalReader};
 
-use super::{clean, duration, median, ms, run_prefix};
+use super::{duration, median, ms, run_prefix};
+use crate::store::clean;
 use crate::{CliError, CliResult};
 
 /// The region that moves.

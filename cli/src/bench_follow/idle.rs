@@ -18,7 +18,8 @@ use futures::StreamExt;
 use objwal::storage::fault::{FaultyStorage, Op};
 use objwal::{Config, Wal, WalReader};
 
-use super::{clean, duration, median, run_prefix};
+use super::{duration, median, run_prefix};
+use crate::store::clean;
 use crate::{CliError, CliResult};
 
 /// Arguments of `objwal bench-follow idle`.

@@ -25,7 +25,8 @@ use objwal::{
 };
 use tokio::time::Instant;
 
-use super::{clean, duration, median, ms, quantile, run_prefix};
+use super::{duration, median, ms, quantile, run_prefix};
+use crate::store::clean;
 use crate::{CliError, CliResult};
 
 /// Arguments of `objwal bench-follow lag`.

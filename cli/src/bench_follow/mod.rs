@@ -91,20 +91,6 @@ fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1e3
 }
 
-/// Deletes everything under `prefix`; failures are reported, not fatal.
-async fn clean(storage: &objwal::Storage, prefix: &str) {
-    use objwal::ObjectStorage as _;
-    let Ok(listed) = storage.list(&format!("{prefix}/")).await else {
-        out!("cleanup:   could not list {prefix}/; remove it by hand");
-        return;
-    };
-    for meta in listed {
-        if let Err(e) = storage.delete(&meta.key).await {
-            out!("cleanup:   could not delete {}: {e}", meta.key);
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -21,7 +21,9 @@
 
 use std::time::Duration;
 
-use crate::CliResult;
+use objwal::Storage;
+
+use crate::{CliError, CliResult};
 
 mod open;
 mod pinning;
@@ -84,6 +86,36 @@ fn run_prefix(prefix: &str, scenario: &str) -> String {
         "{prefix}/bench-replay-{scenario}-{}-{stamp}",
         std::process::id()
     )
+}
+
+/// Runs `measure` on the store at `store`, or on a scratch directory made
+/// for the run (and removed after it) when none is given, under a prefix
+/// of its own for `scenario`; what it wrote is deleted after.
+async fn on_scratch_store(
+    store: Option<&str>,
+    prefix: &str,
+    scenario: &str,
+    measure: impl AsyncFnOnce(&Storage, &str, &str) -> CliResult,
+) -> CliResult {
+    let (url, temp) = match store {
+        Some(url) => (url.to_owned(), None),
+        None => {
+            let dir = std::env::temp_dir().join(run_prefix("objwal", scenario).replace('/', "-"));
+            std::fs::create_dir_all(&dir)
+                .map_err(|e| CliError::Failed(format!("cannot create {}: {e}", dir.display())))?;
+            (format!("file://{}", dir.display()), Some(dir))
+        }
+    };
+    let storage = crate::store::open(&url, true)?;
+    let prefix = run_prefix(prefix, scenario);
+    let result = measure(&storage, &url, &prefix).await;
+    match temp {
+        Some(dir) => {
+            let _ = std::fs::remove_dir_all(dir);
+        }
+        None => crate::store::clean(&storage, &prefix).await,
+    }
+    result
 }
 
 /// Seconds, for printing.

@@ -19,9 +19,9 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use objwal::format::{FOOTER_ENTRY_LEN, TRAILER_LEN};
 use objwal::storage::fault::FaultyStorage;
-use objwal::{Config, ObjectStorage, Storage, Wal, WalReader};
+use objwal::{Config, Storage, Wal, WalReader};
 
-use super::{median, run_prefix, secs};
+use super::{median, on_scratch_store, secs};
 use crate::{CliError, CliResult};
 
 /// The window recovery read at the end of every object before issue 15.
@@ -65,25 +65,13 @@ struct Log {
 
 /// Runs the scenario.
 pub async fn run(prefix: &str, args: OpenArgs) -> CliResult {
-    let (url, temp) = match &args.store {
-        Some(url) => (url.clone(), None),
-        None => {
-            let dir = std::env::temp_dir().join(run_prefix("objwal", "open").replace('/', "-"));
-            std::fs::create_dir_all(&dir)
-                .map_err(|e| CliError::Failed(format!("cannot create {}: {e}", dir.display())))?;
-            (format!("file://{}", dir.display()), Some(dir))
-        }
-    };
-    let storage = crate::store::open(&url, true)?;
-    let prefix = run_prefix(prefix, "open");
-    let result = measure(&storage, &url, &prefix, &args).await;
-    match temp {
-        Some(dir) => {
-            let _ = std::fs::remove_dir_all(dir);
-        }
-        None => clean(&storage, &prefix).await,
-    }
-    result
+    on_scratch_store(
+        args.store.as_deref(),
+        prefix,
+        "open",
+        async |storage, url, prefix| measure(storage, url, prefix, &args).await,
+    )
+    .await
 }
 
 async fn measure(storage: &Storage, url: &str, prefix: &str, args: &OpenArgs) -> CliResult {
@@ -211,18 +199,4 @@ async fn open(faulty: &FaultyStorage, prefix: &str) -> Result<Opened, CliError> 
         reads: counts.read.requests,
         bytes: counts.read.bytes,
     })
-}
-
-/// Deletes everything under `prefix` (what a scenario created); failures
-/// are reported, not fatal.
-pub(super) async fn clean(storage: &Storage, prefix: &str) {
-    let Ok(listed) = storage.list(&format!("{prefix}/")).await else {
-        out!("cleanup:   could not list {prefix}/; remove it by hand");
-        return;
-    };
-    for meta in listed {
-        if let Err(e) = storage.delete(&meta.key).await {
-            out!("cleanup:   could not delete {}: {e}", meta.key);
-        }
-    }
 }

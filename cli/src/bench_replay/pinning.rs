@@ -78,7 +78,7 @@ pub async fn run(prefix: &str, args: PinningArgs) -> CliResult {
                 if asked { "asked" } else { "not-asked" }
             );
             let held = variant_run(&storage, &variant, &args, asked).await;
-            super::open::clean(&storage, &variant).await;
+            crate::store::clean(&storage, &variant).await;
             got[usize::from(asked)] = Some(held?);
         }
         let [Some(without), Some(with)] = got else {

@@ -20,8 +20,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use objwal::{Config, Storage, Wal};
 
-use super::open::clean;
-use super::{median, run_prefix, secs};
+use super::{median, on_scratch_store, secs};
 use crate::{CliError, CliResult};
 
 /// Arguments of `objwal bench-replay regions`.
@@ -61,25 +60,13 @@ struct Opened {
 
 /// Runs the scenario.
 pub async fn run(prefix: &str, args: RegionsArgs) -> CliResult {
-    let (url, temp) = match &args.store {
-        Some(url) => (url.clone(), None),
-        None => {
-            let dir = std::env::temp_dir().join(run_prefix("objwal", "regions").replace('/', "-"));
-            std::fs::create_dir_all(&dir)
-                .map_err(|e| CliError::Failed(format!("cannot create {}: {e}", dir.display())))?;
-            (format!("file://{}", dir.display()), Some(dir))
-        }
-    };
-    let storage = crate::store::open(&url, true)?;
-    let prefix = run_prefix(prefix, "regions");
-    let result = measure(&storage, &url, &prefix, &args).await;
-    match temp {
-        Some(dir) => {
-            let _ = std::fs::remove_dir_all(dir);
-        }
-        None => clean(&storage, &prefix).await,
-    }
-    result
+    on_scratch_store(
+        args.store.as_deref(),
+        prefix,
+        "regions",
+        async |storage, url, prefix| measure(storage, url, prefix, &args).await,
+    )
+    .await
 }
 
 async fn measure(storage: &Storage, url: &str, prefix: &str, args: &RegionsArgs) -> CliResult {

@@ -84,7 +84,7 @@ pub async fn run(prefix: &str, args: RestartArgs) -> CliResult {
     let storage = crate::store::open(&args.store, true)?;
     let prefix = run_prefix(prefix, "restart");
     let result = measure(&storage, &prefix, &args).await;
-    super::open::clean(&storage, &prefix).await;
+    crate::store::clean(&storage, &prefix).await;
     result
 }
 
