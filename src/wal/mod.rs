@@ -273,7 +273,7 @@ impl Wal {
         let first = if recovered.present.is_empty() {
             epoch
         } else {
-            let blocked = recovery::walk(
+            let walked = recovery::walk(
                 &storage,
                 &prefix,
                 epoch,
@@ -282,7 +282,9 @@ impl Wal {
                 &config,
             )
             .await?;
-            rules::start_sequence(blocked, listed, epoch)
+            // Above this walk's own markers too (a round may land some
+            // past the key that blocks).
+            rules::start_sequence(walked.blocked, listed, epoch).max(walked.settled_max + 1)
         };
         let start =
             recovery::write_start_object(&storage, &prefix, epoch, first, &mut catalog).await?;

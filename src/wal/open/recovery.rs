@@ -30,10 +30,11 @@ use crate::storage::keys::Prefix;
 use crate::storage::{ObjectStorage, Storage};
 use crate::wal::open::damage::{parse_quarantine_key, quarantine_prefix, Damage};
 use crate::wal::open::quarantine::{self, examine, learn, Examined};
-use crate::wal::open::tail::{check_plausible, read_tail, RecoveredObject, TailWindow};
+use crate::wal::open::tail::{check_plausible, look, Looked, RecoveredObject, TailWindow};
 use crate::wal::protocol::create::{create_object, CreateOutcome};
 use crate::wal::protocol::retry::RetryPolicy;
 use crate::wal::protocol::rules::{self, Taken};
+use crate::EntryId;
 
 /// The recovered history of a prefix.
 #[derive(Debug, Default)]
@@ -54,6 +55,12 @@ pub(crate) struct Recovered {
     /// The settle markers listed: each keeps the writer a walk stopped from
     /// ever holding its key, so collection never deletes one (rule K5).
     pub(crate) markers: BTreeSet<u64>,
+    /// Where the tip's run stands after the listed objects that continue
+    /// it (and the fillers in it): where a walk goes on.
+    pub(crate) end: Option<RunEnd>,
+    /// The damaged objects listed, with the header a copy of theirs still
+    /// gives (a walk that meets one must know whether it blocks the run).
+    pub(crate) damaged_headers: BTreeMap<u64, Option<Header>>,
 }
 
 /// Lists `prefix` and rebuilds its catalog, failing on a damaged object.
@@ -179,19 +186,29 @@ async fn recover_once(storage: &Storage, prefix: &Prefix, config: &Config) -> Re
     for (sequence, d) in quarantined(storage, prefix, &intact, &damaged).await? {
         damaged.insert(sequence, d);
     }
-    let (catalog, selection, damage) =
+    let damaged_headers = damaged
+        .iter()
+        .filter(|(_, d)| !d.quarantined)
+        .map(|(s, d)| (*s, d.header))
+        .collect();
+    let (mut catalog, selection, mut damage) =
         quarantine::assemble(&intact, &damaged, |s| prefix.object_key(s))?;
-    warn(&damage);
     let markers = intact
         .iter()
         .filter(|(_, o)| rules::is_settle_marker(o.tail.header()))
         .map(|(sequence, _)| *sequence)
         .collect();
-    let orphans = selection
+    let mut orphans = selection
         .orphans
         .iter()
         .filter_map(|sequence| intact.remove_entry(sequence))
         .collect();
+    let end = adopt_listed_run(&mut catalog, &mut orphans)?;
+    // What the run adopted is replayed after all.
+    damage
+        .unreplayed
+        .retain(|u| catalog.object(u.sequence).is_none());
+    warn(&damage);
     Ok(Pass::Done(Box::new(Recovered {
         catalog,
         selection,
@@ -199,6 +216,8 @@ async fn recover_once(storage: &Storage, prefix: &Prefix, config: &Config) -> Re
         present,
         orphans,
         markers,
+        end,
+        damaged_headers,
     })))
 }
 
@@ -259,16 +278,118 @@ fn warn(damage: &Damage) {
     }
 }
 
-/// Walks the run of the tip of `catalog` (rule K4 of rfcs/0006): from the
-/// key after the tip, a key holding an object that continues the chain is
-/// adopted (indexed: it may hold entries the older writer acknowledged, or
-/// will, once its response arrives), and the walk goes on from it; an
-/// empty key gets this process's settle marker. The walk stops at the first
-/// key that holds an object not continuing the chain (the marker, or any
-/// other) and returns it: the older writer can never hold that key, so it
+/// Where a run stands: its last key, holding the run's object or a filler
+/// that settled it (rfcs/0006, "Fillers"), and that key's jump.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct RunEnd {
+    pub(crate) sequence: u64,
+    /// The run's epoch (a filler stands for the run's object).
+    pub(crate) epoch: u64,
+    pub(crate) jump: Option<EntryId>,
+}
+
+impl RunEnd {
+    pub(crate) fn of(object: &IndexedObject) -> RunEnd {
+        RunEnd {
+            sequence: object.sequence,
+            epoch: object.epoch,
+            jump: object.jump(),
+        }
+    }
+
+    /// The run's next key.
+    pub(crate) fn next_key(&self) -> u64 {
+        rules::next_key(self.sequence, self.jump)
+    }
+
+    /// What an object found at [`RunEnd::next_key`] is to this run.
+    fn at_key(&self, object: &RecoveredObject) -> rules::AtKey {
+        rules::at_key(
+            object.tail.header(),
+            object.is_empty(),
+            (self.sequence, self.epoch),
+        )
+    }
+
+    /// The run, one key further: the object at it, or a filler there.
+    fn step(&self, key: u64, object: Option<&IndexedObject>) -> RunEnd {
+        match object {
+            Some(o) => RunEnd::of(o),
+            None => RunEnd {
+                sequence: key,
+                epoch: self.epoch,
+                jump: None,
+            },
+        }
+    }
+}
+
+/// Follows the run of the catalog's tip through the listed objects that
+/// continue it and the fillers in it, adopting the former (an object can be
+/// listed before its predecessor landed, and a filler breaks the links
+/// chain selection follows): what a reader sees of the run without writing
+/// anything. Stops at the first key that holds nothing listed or an object
+/// that blocks the run, and returns where the run stands.
+fn adopt_listed_run(
+    catalog: &mut Catalog,
+    orphans: &mut BTreeMap<u64, RecoveredObject>,
+) -> Result<Option<RunEnd>, Error> {
+    let Some(mut end) = catalog.tip().map(RunEnd::of) else {
+        return Ok(None);
+    };
+    loop {
+        let key = end.next_key();
+        let Some(found) = orphans.get(&key) else {
+            return Ok(Some(end));
+        };
+        match end.at_key(found) {
+            rules::AtKey::Continues => {
+                let found = orphans
+                    .remove(&key)
+                    .ok_or_else(|| Error::recovery("vanished"))?;
+                let indexed = found.indexed();
+                catalog
+                    .insert(indexed.clone())
+                    .map_err(|e| Error::recovery(e.to_string()))?;
+                tracing::info!(
+                    key,
+                    "adopting a listed object whose predecessor the listing broke"
+                );
+                end = end.step(key, Some(&indexed));
+            }
+            rules::AtKey::Filler => end = end.step(key, None),
+            rules::AtKey::Blocks => return Ok(Some(end)),
+        }
+    }
+}
+
+/// How far a walk got: the key that blocks the older writer, and the
+/// highest key this walk settled (the start object goes above both).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Walked {
+    /// The first key of the run the older writer can never hold.
+    pub(crate) blocked: u64,
+    /// The highest key holding one of this walk's settle markers.
+    pub(crate) settled_max: u64,
+}
+
+/// Walks the run of the tip of `catalog` (rule K4 of rfcs/0006) from where
+/// recovery's listing left it: from the run's next key, a key holding an
+/// object that continues the run is adopted (indexed: it may hold entries
+/// the older writer acknowledged, or will, once its response arrives) and
+/// the walk goes on from it; a filler is stepped over as the writer steps
+/// over it; an empty key gets this process's settle marker. The walk stops
+/// at the first key that holds anything else (the marker, or any other
+/// object) and returns it: the older writer can never hold that key, so it
 /// acknowledges nothing at or after it and creates nothing at or beyond it
-/// plus `rules::WINDOW`. Keys are tried in rounds of 1, 2, 4, ... up to
-/// the window, so a walk keeps up with a busy older writer.
+/// plus `rules::WINDOW`.
+///
+/// Keys are tried in rounds of 1, 2, 4, ... up to [`rules::WALK_ROUND_MAX`] at
+/// once (markers created together, then every key found taken read once,
+/// together: one suffix read each, no listing), and a round's keys are
+/// adopted together, so a round costs two round trips however many objects
+/// it adopts: a walk catches a writer that lands an object per round trip
+/// with every key of its window in flight (issue 29 item 3).
 pub(crate) async fn walk(
     storage: &Storage,
     prefix: &Prefix,
@@ -276,12 +397,22 @@ pub(crate) async fn walk(
     catalog: &mut Catalog,
     recovered: &mut Recovered,
     config: &Config,
-) -> Result<u64, Error> {
-    let blocked = walk_to_block(storage, prefix, epoch, catalog, recovered, config).await?;
+) -> Result<Walked, Error> {
+    let walked = walk_to_block(storage, prefix, epoch, catalog, recovered, config).await?;
     // The key that stops the older writer holds a settle marker (this
     // process's, or a concurrent opener's it met): never collected.
-    recovered.markers.insert(blocked);
-    Ok(blocked)
+    recovered.markers.insert(walked.blocked);
+    Ok(walked)
+}
+
+/// What a walk found at one key.
+enum AtWalkKey {
+    /// This walk's settle marker landed there.
+    Settled,
+    /// An intact object.
+    Found(RecoveredObject),
+    /// Nothing listed there, and the round did not try it.
+    Untried,
 }
 
 async fn walk_to_block(
@@ -289,146 +420,193 @@ async fn walk_to_block(
     prefix: &Prefix,
     epoch: u64,
     catalog: &mut Catalog,
-    recovered: &Recovered,
+    recovered: &mut Recovered,
     config: &Config,
-) -> Result<u64, Error> {
-    let present = &recovered.present;
+) -> Result<Walked, Error> {
+    let Some(mut end) = recovered.end else {
+        // Objects were listed, yet none is on a chain: nothing to walk
+        // from (recovery fails first when objects have no complete chain).
+        return Err(Error::recovery(
+            "objects are listed but none forms a chain to continue",
+        ));
+    };
     let retry = RetryPolicy::new(config, epoch);
+    let window = TailWindow::default();
+    let mut settled_max = 0;
     let mut round = 0u32;
     loop {
-        let Some(tip) = catalog.tip() else {
-            // Objects were listed, yet none is on a chain: nothing to walk
-            // from (recovery fails first when objects have no complete chain).
-            return Err(Error::recovery(
-                "objects are listed but none forms a chain to continue",
-            ));
-        };
-        let first = rules::next_key(tip.sequence, tip.jump());
+        let first = end.next_key();
         if first > format::MAX_SEQUENCE {
             return Err(Error::recovery(
                 "no sequence is left: the prefix is exhausted",
             ));
         }
-        if present.contains(&first) {
-            // Listed: adopted if it continues the chain (its predecessor
-            // landed after the listing and the walk adopted it), else the
-            // walk stops here.
-            match adopt_listed(catalog, recovered, first)? {
-                true => continue,
-                false => return Ok(first),
-            }
-        }
         let len = rules::walk_round_len(round);
         let last = first.saturating_add(len - 1).min(format::MAX_SEQUENCE);
-        let keys: Vec<u64> = (first..=last).filter(|k| !present.contains(k)).collect();
-        let retry = &retry;
-        let settled: BTreeMap<u64, CreateOutcome> = futures::stream::iter(keys)
-            .map(|key| async move { (key, settle(storage, prefix, epoch, key, retry).await) })
-            .buffer_unordered(config.recovery_concurrency.max(1))
+        // Listed keys are known; the others get a marker, all at once.
+        let keys: Vec<u64> = (first..=last)
+            .filter(|k| !recovered.present.contains(k))
+            .collect();
+        let (retry, window) = (&retry, &window);
+        let settled: BTreeMap<u64, Result<AtWalkKey, Error>> = futures::stream::iter(keys)
+            .map(|key| async move {
+                (
+                    key,
+                    settle(storage, prefix, epoch, key, retry, window).await,
+                )
+            })
+            .buffer_unordered(rules::WALK_ROUND_MAX as usize)
             .collect()
             .await;
-        let mut key = first;
+        for (key, outcome) in &settled {
+            if matches!(outcome, Ok(AtWalkKey::Settled)) {
+                settled_max = settled_max.max(*key);
+            }
+        }
+        let mut settled = settled;
+        // The round's keys in run order.
         loop {
-            let outcome = match settled.get(&key) {
-                None if present.contains(&key) => match adopt_listed(catalog, recovered, key)? {
-                    true => {
-                        key = catalog
-                            .tip()
-                            .map_or(key + 1, |t| rules::next_key(t.sequence, t.jump()));
-                        continue;
+            let key = end.next_key();
+            if key > last {
+                break; // beyond this round: walk on in the next
+            }
+            let found = match settled.remove(&key) {
+                Some(outcome) => outcome?,
+                None => match recovered.orphans.remove(&key) {
+                    Some(object) => AtWalkKey::Found(object),
+                    None if recovered.present.contains(&key) => {
+                        return damaged_at_walk(recovered, prefix, key, end);
                     }
-                    false => return Ok(key),
+                    None => AtWalkKey::Untried,
                 },
-                None => break, // beyond this round: walk on in the next
-                Some(outcome) => outcome,
             };
-            match outcome {
-                CreateOutcome::Landed(_) => return Ok(key),
-                CreateOutcome::Failed(e) => return Err(Error::Storage { source: e.clone() }),
-                CreateOutcome::Taken {
-                    epoch: found,
-                    settle_marker,
-                    ..
-                } => {
-                    if found.is_some_and(|f| f > epoch) && !settle_marker {
-                        // A newer process already writes here.
-                        return Err(Error::fenced(epoch, found.unwrap_or(epoch + 1)));
-                    }
+            let object = match found {
+                AtWalkKey::Settled => {
+                    return Ok(Walked {
+                        blocked: key,
+                        settled_max,
+                    })
+                }
+                AtWalkKey::Untried => break,
+                AtWalkKey::Found(object) => object,
+            };
+            let header = *object.tail.header();
+            match end.at_key(&object) {
+                rules::AtKey::Continues => {
                     let object_key = prefix.object_key(key);
-                    let found = read_late_object(storage, &object_key).await?;
-                    let tip = catalog.tip().map(|t| (t.sequence, t.epoch));
-                    if !tip.is_some_and(|t| rules::continues(found.tail.header(), t)) {
-                        return Ok(key);
-                    }
-                    check_plausible(&object_key, found.tail.header())?;
+                    check_plausible(&object_key, &header)?;
                     tracing::info!(
                         key = %object_key,
                         "adopting an older writer's object that landed after the listing"
                     );
-                    let indexed = found.indexed();
-                    key = rules::next_key(key, indexed.jump());
+                    let indexed = object.indexed();
                     catalog
-                        .insert(indexed)
+                        .insert(indexed.clone())
                         .map_err(|e| Error::recovery(e.to_string()))?;
+                    end = end.step(key, Some(&indexed));
+                }
+                rules::AtKey::Filler => {
+                    tracing::info!(
+                        key,
+                        "stepping over an older epoch's empty object (a filler)"
+                    );
+                    end = end.step(key, None);
+                }
+                rules::AtKey::Blocks => {
+                    if header.epoch > epoch && !rules::is_settle_marker(&header) {
+                        // A newer process already writes here.
+                        return Err(Error::fenced(epoch, header.epoch));
+                    }
+                    return Ok(Walked {
+                        blocked: key,
+                        settled_max,
+                    });
                 }
             }
         }
+        recovered.end = Some(end);
         round = round.saturating_add(1);
     }
 }
 
-/// Adopts the listed intact object at `key` if it continues the chain of
-/// `catalog`; whether it did.
-fn adopt_listed(catalog: &mut Catalog, recovered: &Recovered, key: u64) -> Result<bool, Error> {
-    let Some(found) = recovered.orphans.get(&key) else {
-        return Ok(false); // damaged, or on no chain we can tell
-    };
-    let tip = catalog.tip().map(|t| (t.sequence, t.epoch));
-    if !tip.is_some_and(|t| rules::continues(found.tail.header(), t)) {
-        return Ok(false);
+/// The walk met a listed object that is damaged at the run's next `key`
+/// (rfcs/0006, issue 29 item 5c): where the run goes after it cannot be
+/// told from it (its jump is unknown), and stopping there would leave the
+/// older writer free to acknowledge the objects it creates after it. The
+/// open fails, naming it, unless what it still says of itself shows that it
+/// blocks the run.
+fn damaged_at_walk(
+    recovered: &Recovered,
+    prefix: &Prefix,
+    key: u64,
+    end: RunEnd,
+) -> Result<Walked, Error> {
+    let header = recovered.damaged_headers.get(&key).copied().flatten();
+    let blocks = header.is_some_and(|h| {
+        !rules::continues(&h, (end.sequence, end.epoch))
+            && (rules::is_settle_marker(&h) || h.epoch > end.epoch)
+    });
+    if blocks {
+        return Ok(Walked {
+            blocked: key,
+            settled_max: 0,
+        });
     }
-    tracing::info!(
-        key,
-        "adopting a listed object whose predecessor landed after the listing"
-    );
-    catalog
-        .insert(found.indexed())
-        .map_err(|e| Error::recovery(e.to_string()))?;
-    Ok(true)
+    Err(Error::recovery(format!(
+        "{} is damaged and lies where the log's run goes on: where its writer's next objects \
+         go cannot be told from it, so no start object is safe while that writer may still \
+         run; stop the older process, then move the object aside with `objwal repair`",
+        prefix.object_key(key)
+    )))
 }
 
 /// Lands this process's settle marker at `key`, repeating a failed create
 /// after the retry delay (at most `stop_attempts` tries): the key must end
-/// up holding something.
+/// up holding something. A key found taken is looked at once (a suffix
+/// read: its size and tail, no listing).
 async fn settle(
     storage: &Storage,
     prefix: &Prefix,
     epoch: u64,
     key: u64,
     retry: &RetryPolicy,
-) -> CreateOutcome {
-    let marker = match format::encode(&rules::settle_marker(key, epoch)) {
-        Ok(bytes) => bytes,
-        Err(e) => {
-            return CreateOutcome::Failed(crate::storage::StorageError::permanent(format!(
-                "encoding a settle marker failed: {e}"
-            )))
-        }
-    };
+    window: &TailWindow,
+) -> Result<AtWalkKey, Error> {
+    let marker = rules::settle_marker(key, epoch);
+    let bytes = format::encode(&marker).map_err(|e| Error::corrupted("settle marker", e))?;
     let object_key = prefix.object_key(key);
     let mut backoff = retry.backoff();
     loop {
-        let outcome = create_object(storage, &object_key, std::slice::from_ref(&marker)).await;
-        match &outcome {
-            CreateOutcome::Failed(e)
-                if e.is_transient() && backoff.failures() + 1 < retry.stop_attempts =>
-            {
-                let delay = backoff.fail();
-                tracing::debug!(key = %object_key, error = %e, ?delay, "a settle marker failed; repeating it");
-                tokio::time::sleep(delay).await;
+        let failure = match storage.create(&object_key, bytes.clone()).await {
+            Ok(crate::storage::Created::New) => return Ok(AtWalkKey::Settled),
+            Ok(crate::storage::Created::AlreadyExists) => None,
+            Err(e) => Some(e),
+        };
+        // Taken, or not known: one look says by what.
+        let looked = look(storage, &object_key, key, window.len(), window).await;
+        let again = match looked {
+            Ok(Looked::Intact(object)) if *object.tail.header() == marker.header => {
+                return Ok(AtWalkKey::Settled); // ours: a lost response
             }
-            _ => return outcome,
+            Ok(Looked::Intact(object)) => return Ok(AtWalkKey::Found(object)),
+            Ok(Looked::Damaged(d)) => return Err(d.error),
+            // "Exists" over nothing (a racing or crashed request), or a
+            // failed create that left nothing: create again.
+            Ok(Looked::Missing) => failure.unwrap_or_else(|| {
+                crate::storage::StorageError::transient(
+                    "the create answered that the key exists, but nothing is there",
+                )
+                .with_key(&object_key)
+            }),
+            Err(Error::Storage { source }) => source,
+            Err(e) => return Err(e),
+        };
+        if !again.is_transient() || backoff.failures() + 1 >= retry.stop_attempts {
+            return Err(Error::Storage { source: again });
         }
+        let delay = backoff.fail();
+        tracing::debug!(key = %object_key, error = %again, ?delay, "a settle marker failed; repeating it");
+        tokio::time::sleep(delay).await;
     }
 }
 
@@ -515,18 +693,4 @@ pub(crate) async fn write_start_object(
             },
         }
     }
-}
-
-/// The tail of an object that appeared after the listing.
-async fn read_late_object(storage: &Storage, key: &str) -> Result<RecoveredObject, Error> {
-    let size = storage
-        .list(key)
-        .await?
-        .into_iter()
-        .find(|m| m.key == key)
-        .map(|m| m.size)
-        .ok_or_else(|| Error::Storage {
-            source: crate::storage::StorageError::not_found(key),
-        })?;
-    read_tail(storage, key, size, &TailWindow::default()).await
 }

@@ -78,20 +78,9 @@ impl RecoveredObject {
     }
 }
 
-/// Reads the tail window of one object (and the footer or the release
-/// segment when they start before it), and teaches `window` what this
-/// object's tail took.
-pub(crate) async fn read_tail(
-    storage: &Storage,
-    key: &str,
-    size: u64,
-    window: &TailWindow,
-) -> Result<RecoveredObject, Error> {
-    read_tail_sized(storage, key, size, size.min(window.len()), window).await
-}
-
-/// [`read_tail`] with a window of `window_len` bytes (at most `size`), so
-/// that a second look reads the ranges the first read.
+/// Reads the tail of one object of `size` bytes through a window of its
+/// last `window_len` bytes (and the footer or a records segment when they
+/// start before it), so that a second look reads the ranges the first read.
 pub(crate) async fn read_tail_sized(
     storage: &Storage,
     key: &str,
@@ -185,4 +174,66 @@ pub(crate) fn check_plausible(key: &str, header: &Header) -> Result<(), Error> {
         )));
     }
     Ok(())
+}
+
+/// What one look at a key found ([`look`]).
+#[derive(Debug)]
+pub(crate) enum Looked {
+    /// Nothing (yet, or any more).
+    Missing,
+    /// An intact, plausible object of the key's sequence, with its size.
+    Intact(RecoveredObject),
+    /// A structurally damaged object (two reads agree).
+    Damaged(Box<super::quarantine::Damaged>),
+}
+
+/// Looks at the object of `sequence` at `key` without knowing whether it
+/// exists or how large it is: one suffix read of `len` bytes (answered with
+/// the object's size), more reads only when the footer or a records segment
+/// starts before it, or when the tail does not decode or is implausible
+/// (then recovery's second look decides, R3). The walk of an open uses it
+/// for a key found taken; no listing.
+pub(crate) async fn look(
+    storage: &Storage,
+    key: &str,
+    sequence: u64,
+    len: u64,
+    window: &TailWindow,
+) -> Result<Looked, Error> {
+    let suffix = match storage.read_suffix(key, len.max(1)).await {
+        Ok(suffix) => suffix,
+        Err(e) if e.is_not_found() => return Ok(Looked::Missing),
+        Err(e) => return Err(e.into()),
+    };
+    let size = suffix.size;
+    let window_start = size - suffix.data.len() as u64;
+    match tail_from_window(storage, key, size, window_start, &suffix.data, window).await {
+        Ok(object)
+            if object.tail.header().sequence == sequence
+                && check_plausible(key, object.tail.header()).is_ok() =>
+        {
+            return Ok(Looked::Intact(object))
+        }
+        Ok(_) | Err(Error::Corrupted { .. }) => {}
+        Err(Error::Storage { source }) if source.is_not_found() => return Ok(Looked::Missing),
+        Err(e) => return Err(e),
+    }
+    // One look failed: recovery's rule decides (damage only when two looks
+    // agree).
+    use super::quarantine::{examine, Examined};
+    Ok(match examine(storage, key, size, sequence, window).await? {
+        None => Looked::Missing,
+        Some(Examined::Intact(object)) => Looked::Intact(object),
+        Some(Examined::Damaged(damaged)) => Looked::Damaged(Box::new(damaged)),
+    })
+}
+
+impl RecoveredObject {
+    /// Whether it holds nothing: no segment, no mark, no release (a start
+    /// object, a settle marker, a void of a batch without records).
+    pub(crate) fn is_empty(&self) -> bool {
+        self.tail.region_segments().next().is_none()
+            && self.marks.is_empty()
+            && self.releases.is_empty()
+    }
 }

@@ -53,46 +53,6 @@ impl CreateOutcome {
     }
 }
 
-/// Deletes of a dead object one data create makes before it reports a
-/// transient failure, so that the caller repeats it later with its backoff
-/// (the dead object's writer may have a request still in flight that lands
-/// once more).
-const DEAD_DELETES: usize = 3;
-
-/// Creates at one of this writer's data keys: as [`create_object`], but an
-/// older epoch's *empty* object found there is dead ([`Taken::Dead`]: the
-/// start object of an opener whose open failed, or a marker of the
-/// probe-based release; nothing was built on it), so it is deleted and the
-/// create repeated.
-pub(crate) async fn create_data_object(
-    storage: &Storage,
-    key: &str,
-    ours: &[Bytes],
-    epoch: u64,
-) -> CreateOutcome {
-    let mut outcome = create_object(storage, key, ours).await;
-    for _ in 0..DEAD_DELETES {
-        if outcome.taken(epoch) != Some(Taken::Dead) {
-            return outcome;
-        }
-        tracing::info!(key, "deleting a dead older object at a data key");
-        if let Err(e) = storage.delete(key).await {
-            return CreateOutcome::Failed(e);
-        }
-        outcome = create_object(storage, key, ours).await;
-    }
-    if outcome.taken(epoch) == Some(Taken::Dead) {
-        return CreateOutcome::Failed(
-            StorageError::transient(format!(
-                "an empty object of an older epoch landed again at this data key after \
-                 {DEAD_DELETES} deletes; the create is repeated later"
-            ))
-            .with_key(key),
-        );
-    }
-    outcome
-}
-
 /// Creates `key` with `ours[0]` and classifies the outcome; `ours` lists
 /// every byte string of ours that may be at the key.
 pub(crate) async fn create_object(storage: &Storage, key: &str, ours: &[Bytes]) -> CreateOutcome {
@@ -163,7 +123,12 @@ async fn classify_existing(
             Err(_) => {}
         }
     }
-    let empty = is_empty_object(storage, key).await;
+    let empty = match is_empty_object(storage, key).await {
+        Ok(empty) => empty,
+        // Not known: a transient error must not make a filler look like
+        // another writer's object (which poisons the writer).
+        Err(e) => return CreateOutcome::Failed(failure.unwrap_or(e)),
+    };
     taken(Some(header.epoch), rules::is_settle_marker(&header), empty)
 }
 
@@ -176,11 +141,18 @@ fn taken(epoch: Option<u64>, settle_marker: bool, empty: bool) -> CreateOutcome 
 }
 
 /// Whether `key` holds an empty objwal object (no segment, no record):
-/// exactly a header and a trailer that decode as one object.
-async fn is_empty_object(storage: &Storage, key: &str) -> bool {
+/// exactly a header and a trailer that decode as one object. A transient
+/// read error is returned: the answer is not known.
+async fn is_empty_object(storage: &Storage, key: &str) -> Result<bool, StorageError> {
     match storage.read(key, 0..format::MIN_OBJECT_LEN).await {
-        Ok(bytes) => format::decode(&bytes)
-            .is_ok_and(|o| o.segments.is_empty() && o.marks.is_empty() && o.releases.is_empty()),
-        Err(_) => false,
+        Ok(bytes) => Ok(format::decode(&bytes)
+            .is_ok_and(|o| o.segments.is_empty() && o.marks.is_empty() && o.releases.is_empty())),
+        Err(e) if e.is_not_found() => Err(StorageError::transient(
+            "the object at the key vanished while it was read back",
+        )
+        .with_key(key)),
+        Err(e) if e.is_transient() => Err(e),
+        // Shorter than the smallest object: not an empty one.
+        Err(_) => Ok(false),
     }
 }

@@ -26,6 +26,11 @@
 //!   older writer can never hold that key, so by K2 it acknowledges nothing
 //!   at or after it, and by K3 it creates nothing at or after that key plus
 //!   [`WINDOW`]: the start object goes there ([`start_sequence`]).
+//! - **Fillers.** An older epoch's empty object that is not a settle marker
+//!   (the start object of an opener whose open failed) may land at any key,
+//!   also in a live writer's run. No request ever deletes it: the writer,
+//!   the walk and a follower classify it alike ([`at_key`]) and step over
+//!   it, so they always agree where the run goes on.
 
 use crate::format::{self, Header, Link, Object};
 use crate::EntryId;
@@ -103,11 +108,19 @@ pub(crate) fn continues(header: &Header, tip: (u64, u64)) -> bool {
             })
 }
 
+/// The most keys one round of a walk tries: four windows, so that a round
+/// (its markers' creates, then one read of each key found taken: two round
+/// trips) covers more keys than a writer with a full window in flight lands
+/// in that time (issue 29 item 3).
+pub(crate) const WALK_ROUND_MAX: u64 = 4 * WINDOW;
+
 /// The keys a walk round tries at once: one at first, doubling each round
-/// up to [`WINDOW`], so a restart after a clean stop costs one marker while a
-/// walk racing a busy older writer soon covers its whole window.
+/// up to [`WALK_ROUND_MAX`], so a restart after a clean stop costs one
+/// marker while a walk racing a busy older writer soon outpaces it.
 pub(crate) fn walk_round_len(round: u32) -> u64 {
-    1u64.checked_shl(round).unwrap_or(WINDOW).min(WINDOW)
+    1u64.checked_shl(round)
+        .unwrap_or(WALK_ROUND_MAX)
+        .min(WALK_ROUND_MAX)
 }
 
 /// What a writer does about a key of its run that another process's object
@@ -120,10 +133,15 @@ pub(crate) enum Taken {
         /// The newest epoch known (at least `ours + 1`).
         newer: u64,
     },
-    /// An older epoch's empty object at a data key: a start object of an
-    /// opener whose open failed, or a marker of the probe-based release.
-    /// Nothing was ever built on it; the writer deletes it and creates again.
-    Dead,
+    /// An older epoch's empty object that is not a settle marker: the start
+    /// object of an opener whose open failed (or a marker of the
+    /// probe-based release). Nothing was ever built on it, and nothing ever
+    /// will be: it is a *filler*. The key is settled by it for good (no
+    /// request deletes it: a delete would race the creates others may still
+    /// make at that key), and the writer, a walk and a follower all step
+    /// over it the same way: the run goes on at the next key, whose object
+    /// links to this key as if the writer's own object were here.
+    Filler,
     /// Anything else: another writer uses this prefix.
     Foreign,
 }
@@ -139,8 +157,35 @@ pub(crate) fn classify_taken(
         Some(e) if settle_marker || e > ours => Taken::Fenced {
             newer: e.max(ours.saturating_add(1)),
         },
-        Some(e) if e < ours && empty => Taken::Dead,
+        Some(e) if e < ours && empty => Taken::Filler,
         _ => Taken::Foreign,
+    }
+}
+
+/// What a key of a run holds, seen from the run's last object `at`
+/// (sequence, epoch): the one decision the writer's outcome, the walk, the
+/// recovery of a reader and a follower share, so that they all agree on
+/// where a run goes (rfcs/0006, "Fillers").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum AtKey {
+    /// The run's next object: it links to `at` exactly.
+    Continues,
+    /// A filler ([`Taken::Filler`]): the run goes on at the next key, as if
+    /// its writer's object (of `at`'s epoch) stood here.
+    Filler,
+    /// Anything else: the run's writer can never hold this key.
+    Blocks,
+}
+
+/// Classifies the object with `header` (`empty`: no segment, mark or
+/// release) found at the key after `at` in a run.
+pub(crate) fn at_key(header: &Header, empty: bool, at: (u64, u64)) -> AtKey {
+    if continues(header, at) {
+        return AtKey::Continues;
+    }
+    match classify_taken(at.1, Some(header.epoch), is_settle_marker(header), empty) {
+        Taken::Filler => AtKey::Filler,
+        Taken::Fenced { .. } | Taken::Foreign => AtKey::Blocks,
     }
 }
 
@@ -169,10 +214,10 @@ mod tests {
     }
 
     #[test]
-    fn walk_rounds_double_up_to_the_window() {
-        let lens: Vec<u64> = (0..9).map(walk_round_len).collect();
-        assert_eq!(lens, [1, 2, 4, 8, 16, 32, 64, 64, 64]);
-        assert_eq!(walk_round_len(200), WINDOW);
+    fn walk_rounds_double_up_to_four_windows() {
+        let lens: Vec<u64> = (0..11).map(walk_round_len).collect();
+        assert_eq!(lens, [1, 2, 4, 8, 16, 32, 64, 128, 256, 256, 256]);
+        assert_eq!(walk_round_len(200), WALK_ROUND_MAX);
     }
 
     #[test]
@@ -185,10 +230,37 @@ mod tests {
             classify_taken(5, Some(2), true, true),
             Taken::Fenced { newer: 6 }
         );
-        assert_eq!(classify_taken(5, Some(3), false, true), Taken::Dead);
+        assert_eq!(classify_taken(5, Some(3), false, true), Taken::Filler);
         assert_eq!(classify_taken(5, Some(3), false, false), Taken::Foreign);
         assert_eq!(classify_taken(5, Some(5), false, true), Taken::Foreign);
         assert_eq!(classify_taken(5, None, false, false), Taken::Foreign);
+    }
+
+    #[test]
+    fn a_run_continues_steps_over_a_filler_or_is_blocked() {
+        let at = (9, 5);
+        let header = |epoch, link: Option<(u64, u64)>| Header {
+            sequence: 10,
+            epoch,
+            link: link.map(|(sequence, epoch)| Link { sequence, epoch }),
+            reclaim_boundary: 0,
+        };
+        assert_eq!(
+            at_key(&header(5, Some((9, 5))), false, at),
+            AtKey::Continues
+        );
+        // A failed opener's start object (older, empty, linked elsewhere).
+        assert_eq!(at_key(&header(3, Some((4, 2))), true, at), AtKey::Filler);
+        // Older but with entries: another writer.
+        assert_eq!(at_key(&header(3, Some((4, 2))), false, at), AtKey::Blocks);
+        // A newer process's object, or any settle marker.
+        assert_eq!(at_key(&header(6, Some((4, 2))), true, at), AtKey::Blocks);
+        assert_eq!(
+            at_key(&settle_marker(10, 2).header, true, at),
+            AtKey::Blocks
+        );
+        // The writer's own object that does not link to `at`.
+        assert_eq!(at_key(&header(5, Some((8, 5))), false, at), AtKey::Blocks);
     }
 
     proptest! {

@@ -514,6 +514,8 @@ struct PlantMarkers {
     prefix: crate::storage::keys::Prefix,
     armed: std::sync::atomic::AtomicBool,
     plants: AtomicUsize,
+    /// The keys planted.
+    planted: std::sync::Mutex<Vec<String>>,
 }
 
 #[async_trait::async_trait]
@@ -540,6 +542,7 @@ impl ObjectStorage for PlantMarkers {
                 self.inner
                     .create(key, format::encode(&marker).unwrap())
                     .await?;
+                self.planted.lock().unwrap().push(key.to_owned());
             }
         }
         self.inner.create(key, data).await
@@ -555,35 +558,71 @@ impl ObjectStorage for PlantMarkers {
     }
 }
 
-/// Found by the first fencing model (of the probe-based protocol): a data
-/// create deleted an older process's marker at most three times and then
-/// reported the sequence stale, and a stale batch poisons an enqueued
-/// writer, losing what it admitted. A dead older object (a marker of that
-/// release, or the start object of an opener whose open failed) landing a
-/// fourth time now fails the create transiently; it is repeated and the
-/// entry acknowledged.
+/// Issue 29 items 1 and 2: a dead older object at a data key (the start
+/// object of an opener whose open failed) used to be deleted and the key
+/// created again, racing the other requests that may create there (a
+/// hedge of the same create, a walk). It is now a filler: never deleted,
+/// the key settled by it. Durable mode: the append whose batch it took
+/// learns `NotDurable` (nothing it carried is logged) and the run goes on
+/// past it; every acknowledged entry replays, the dead objects stay.
+/// Enqueued mode: the ids handed out at its key can never be logged, so
+/// the store is poisoned and its stop reports the loss.
 #[tokio::test(start_paused = true)]
-async fn an_older_marker_landing_four_times_never_poisons_a_newer_enqueued_writer() {
-    let inner = Storage::new(MemoryStorage::new());
-    let prefix = "h-marker-landings";
-    let first = Wal::open(inner.clone(), prefix, config()).await.unwrap();
-    first.stop().await.unwrap();
-    let planting = Arc::new(PlantMarkers {
-        inner: inner.clone(),
-        prefix: crate::storage::keys::Prefix::new(prefix).unwrap(),
-        armed: false.into(),
-        plants: AtomicUsize::new(4),
-    });
-    let storage = Storage::from_arc(planting.clone());
-    let newer = Wal::open(storage, prefix, mode(AckMode::Enqueued))
-        .await
-        .unwrap();
-    planting.armed.store(true, Ordering::SeqCst);
-    let ids = newer.append(vec![(7, b("kept"))]).await.unwrap();
-    within(newer.wait_durable(7, ids[0])).await.unwrap();
-    assert_eq!(planting.plants.load(Ordering::SeqCst), 0, "four landings");
-    newer.stop().await.unwrap();
-    assert_eq!(replays(&inner, prefix, 7).await, ids);
+async fn a_dead_object_at_a_data_key_is_a_filler_never_deleted() {
+    for ack_mode in [AckMode::Durable, AckMode::Enqueued] {
+        let inner = Storage::new(MemoryStorage::new());
+        let prefix = "h-fillers";
+        let first = Wal::open(inner.clone(), prefix, config()).await.unwrap();
+        first.stop().await.unwrap();
+        let planting = Arc::new(PlantMarkers {
+            inner: inner.clone(),
+            prefix: crate::storage::keys::Prefix::new(prefix).unwrap(),
+            armed: false.into(),
+            plants: AtomicUsize::new(2),
+            planted: Default::default(),
+        });
+        let storage = Storage::from_arc(planting.clone());
+        let newer = Wal::open(storage, prefix, mode(ack_mode)).await.unwrap();
+        let kept = newer.append(vec![(7, b("kept"))]).await.unwrap();
+        within(newer.wait_durable(7, kept[0])).await.unwrap();
+        planting.armed.store(true, Ordering::SeqCst);
+        match ack_mode {
+            AckMode::Durable => {
+                for n in 0..2 {
+                    let err = within(newer.append(vec![(7, b("taken"))]))
+                        .await
+                        .unwrap_err();
+                    assert!(matches!(err, Error::NotDurable { .. }), "{n}: {err}");
+                }
+                let after = newer.append(vec![(7, b("after"))]).await.unwrap();
+                newer.stop().await.unwrap();
+                let mut acked = kept.clone();
+                acked.extend(after);
+                assert_eq!(replays(&inner, prefix, 7).await, acked);
+            }
+            AckMode::Enqueued => {
+                let ids = newer.append(vec![(7, b("taken"))]).await.unwrap();
+                let err = within(newer.wait_durable(7, ids[0])).await.unwrap_err();
+                assert!(err.is_poisoned() && !err.is_fenced(), "{err}");
+                let err = newer.stop().await.unwrap_err();
+                assert!(matches!(err, Error::Lost { entries: 1, .. }), "{err}");
+                assert_eq!(replays(&inner, prefix, 7).await, kept);
+            }
+        }
+        // The dead objects are where they landed: nothing deleted them.
+        let planted = planting.planted.lock().unwrap().clone();
+        assert_eq!(
+            planted.len(),
+            if ack_mode == AckMode::Durable { 2 } else { 1 }
+        );
+        for key in planted {
+            let header = inner
+                .read(&key, 0..format::HEADER_LEN as u64)
+                .await
+                .unwrap();
+            assert_eq!(format::decode_header(&header).unwrap().epoch, 1, "{key}");
+        }
+    }
 }
 
 /// Issue 20: the newer process's start object carried a boundary above its

@@ -28,6 +28,7 @@ mod pinning;
 mod recovery;
 mod release;
 mod review3;
+mod review4;
 mod sealing;
 
 /// A metrics recorder that keeps counters (never reset) per name and prefix

@@ -82,7 +82,7 @@ pub(super) struct Coverage {
     pub(super) failed_opens: usize,
     pub(super) voids: usize,
     pub(super) late_landings: usize,
-    pub(super) dead_deleted: usize,
+    pub(super) fillers: usize,
     pub(super) jumps: usize,
 }
 
@@ -130,11 +130,14 @@ impl Coverage {
                 {
                     self.voids += 1;
                 }
-                if before.keys[usize::from(b.key)]
-                    .is_some_and(|o| o.empty() && o.kind != Kind::Marker)
-                    && after.keys[usize::from(b.key)].is_some_and(|o| o.writer == p)
+                let _ = b;
+                if after.procs[usize::from(p)]
+                    .pipeline
+                    .get(usize::from(i))
+                    .map(|b| b.flight)
+                    == Some(Flight::Filled)
                 {
-                    self.dead_deleted += 1;
+                    self.fillers += 1;
                 }
             }
             _ => {}

@@ -46,6 +46,8 @@ pub(super) enum Flight {
     Running,
     /// Landed as this kind (the batch, or its void).
     Landed(Kind),
+    /// Its key is settled by a filler (an older epoch's empty object).
+    Filled,
 }
 
 /// A sealed batch of a running process.
@@ -65,9 +67,12 @@ pub(super) enum Phase {
     Idle,
     /// Epoch claimed; the listing is next.
     Claimed,
-    /// Walking the run of `tip` (key, epoch, jump).
+    /// Walking the run of `tip` (key, epoch, jump: the run's last key, an
+    /// object or a filler); `real` is the last object the walk stands on
+    /// (what the start object links to).
     Walking {
         tip: Option<(u8, u8, Option<u8>)>,
+        real: Option<(u8, u8)>,
         listed_max: u8,
     },
     /// Creating the start object at `key`, linked to `link`.
@@ -105,6 +110,8 @@ pub(super) struct Proc {
     pub(super) fails: u8,
     pub(super) ghosts: u8,
     pub(super) jumps: u8,
+    /// Start objects it may still send that land after its open failed.
+    pub(super) late_starts: u8,
 }
 
 impl Proc {

@@ -29,6 +29,10 @@ pub(super) struct Rules {
     pub(super) window: bool,
     /// K5: settle markers are never collected.
     pub(super) keep_markers: bool,
+    /// Fillers: the writer and the walk step over an older epoch's empty
+    /// object alike (off: the writer deletes it and creates again, and the
+    /// walk stops at it, as rule 8 of the first version did).
+    pub(super) fillers: bool,
 }
 
 impl Rules {
@@ -39,6 +43,7 @@ impl Rules {
         in_order: true,
         window: true,
         keep_markers: true,
+        fillers: true,
     };
 }
 
@@ -55,6 +60,9 @@ pub(super) struct Bounds {
     pub(super) fails: u8,
     pub(super) ghosts: u8,
     pub(super) jumps: u8,
+    /// Per process: start objects whose create fails the open but lands
+    /// later (a dead object that may fall into a newer process's run).
+    pub(super) late_starts: u8,
     /// Durable mode voids a failed batch; enqueued mode repeats it.
     pub(super) durable: bool,
 }
@@ -66,6 +74,8 @@ pub(super) enum Action {
     List(u8),
     Walk(u8),
     Start(u8),
+    /// The start object's create fails the open; the request lands later.
+    StartLate(u8),
     Close(u8),
     Seal {
         p: u8,
@@ -148,6 +158,7 @@ impl Model {
             fails: self.bounds.fails,
             ghosts: self.bounds.ghosts,
             jumps: self.bounds.jumps,
+            late_starts: self.bounds.late_starts,
         };
         State {
             keys: [None; KEYS + 1],
@@ -192,7 +203,12 @@ impl Model {
                 }
                 Phase::Claimed => out.push(Action::List(pi)),
                 Phase::Walking { .. } => out.push(Action::Walk(pi)),
-                Phase::Starting { .. } => out.push(Action::Start(pi)),
+                Phase::Starting { .. } => {
+                    out.push(Action::Start(pi));
+                    if p.late_starts > 0 {
+                        out.push(Action::StartLate(pi));
+                    }
+                }
                 Phase::Closing { .. } => out.push(Action::Close(pi)),
                 Phase::Running => self.running_actions(s, pi, p, &mut out),
                 _ => {}
@@ -245,12 +261,11 @@ impl Model {
             }
             jump_before |= b.jump.is_some();
         }
+        let settled = |b: &Batch| matches!(b.flight, Flight::Landed(_) | Flight::Filled);
         let ackable = if self.rules.in_order {
-            matches!(p.pipeline.first(), Some(b) if matches!(b.flight, Flight::Landed(_)))
+            p.pipeline.first().is_some_and(settled)
         } else {
-            p.pipeline
-                .iter()
-                .any(|b| matches!(b.flight, Flight::Landed(_)))
+            p.pipeline.iter().any(settled)
         };
         if ackable {
             out.push(Action::Ack(pi));
@@ -286,6 +301,25 @@ impl Model {
             }
             Action::Start(p) => {
                 self.start(s, p);
+                None
+            }
+            Action::StartLate(p) => {
+                let proc = &mut s.procs[usize::from(p)];
+                let Phase::Starting { key, link } = proc.phase else {
+                    return None;
+                };
+                proc.late_starts -= 1;
+                proc.phase = Phase::Dead;
+                if usize::from(key) <= KEYS {
+                    let obj = Obj {
+                        writer: p,
+                        epoch: proc.epoch,
+                        kind: Kind::Start,
+                        link,
+                        jump: None,
+                    };
+                    s.ghosts.push(Ghost { key, obj });
+                }
                 None
             }
             Action::Close(p) => self.close(s, p),
@@ -414,7 +448,11 @@ impl Model {
             };
             proc.phase = starting(first, tip.map(|t| (t.0, t.1)));
         } else {
-            proc.phase = Phase::Walking { tip, listed_max };
+            proc.phase = Phase::Walking {
+                tip,
+                real: tip.map(|t| (t.0, t.1)),
+                listed_max,
+            };
         }
     }
 
@@ -422,7 +460,12 @@ impl Model {
     fn walk(&self, s: &mut State, p: u8) {
         let proc = &s.procs[usize::from(p)];
         let (epoch, listed) = (proc.epoch, proc.listed);
-        let Phase::Walking { tip, listed_max } = proc.phase else {
+        let Phase::Walking {
+            tip,
+            real,
+            listed_max,
+        } = proc.phase
+        else {
             return;
         };
         let Some(t) = tip else {
@@ -445,7 +488,7 @@ impl Model {
                 u64::from(epoch),
                 u64::from(self.bounds.window),
             );
-            proc.phase = starting(first, Some((t.0, t.1)));
+            proc.phase = starting(first, real);
         };
         let listed_here = listed & bit(key) != 0;
         match found {
@@ -455,17 +498,30 @@ impl Model {
             }
             Some(o) => {
                 let header = header(key, &o);
-                if !listed_here && o.epoch > epoch && o.kind != Kind::Marker {
-                    s.procs[usize::from(p)].phase = Phase::Dead; // fenced
-                } else if rules::continues(&header, (u64::from(t.0), u64::from(t.1))) {
-                    let proc = &mut s.procs[usize::from(p)];
-                    proc.chain |= bit(key);
-                    proc.phase = Phase::Walking {
-                        tip: Some((key, o.epoch, o.jump)),
-                        listed_max,
-                    };
-                } else {
-                    stop(s);
+                match rules::at_key(&header, o.empty(), (u64::from(t.0), u64::from(t.1))) {
+                    rules::AtKey::Continues => {
+                        let proc = &mut s.procs[usize::from(p)];
+                        proc.chain |= bit(key);
+                        proc.phase = Phase::Walking {
+                            tip: Some((key, o.epoch, o.jump)),
+                            real: Some((key, o.epoch)),
+                            listed_max,
+                        };
+                    }
+                    // Stepped over as the run's writer steps over it.
+                    rules::AtKey::Filler if self.rules.fillers => {
+                        s.procs[usize::from(p)].phase = Phase::Walking {
+                            tip: Some((key, t.1, None)),
+                            real,
+                            listed_max,
+                        };
+                    }
+                    rules::AtKey::Blocks
+                        if !listed_here && o.epoch > epoch && o.kind != Kind::Marker =>
+                    {
+                        s.procs[usize::from(p)].phase = Phase::Dead; // fenced
+                    }
+                    rules::AtKey::Blocks | rules::AtKey::Filler => stop(s),
                 }
             }
             None => {
@@ -549,8 +605,8 @@ impl Model {
         None
     }
 
-    /// A create completes (`create::create_data_object` and the actor's
-    /// outcome).
+    /// A create completes (`create::create_object` and the actor's
+    /// outcome: `on_filler` for a filler).
     fn land(&self, s: &mut State, p: u8, i: u8) -> Option<Violation> {
         let proc = &s.procs[usize::from(p)];
         let epoch = proc.epoch;
@@ -560,10 +616,10 @@ impl Model {
         let landed = match s.keys[key] {
             None => {
                 s.keys[key] = Some(obj);
-                Some(obj.kind)
+                Some(Flight::Landed(obj.kind))
             }
             // Ours: the batch or its void (a late request of either).
-            Some(o) if o.writer == p && o.epoch == epoch => Some(o.kind),
+            Some(o) if o.writer == p && o.epoch == epoch => Some(Flight::Landed(o.kind)),
             Some(o) => {
                 let taken = rules::classify_taken(
                     u64::from(epoch),
@@ -572,18 +628,25 @@ impl Model {
                     o.empty(),
                 );
                 match taken {
-                    Taken::Dead => {
+                    // Settled by it for good; durable mode goes on past it,
+                    // enqueued mode (ids handed out) is poisoned, as is a
+                    // batch carrying a jump.
+                    // Rule 8 of the first version: delete it, create again.
+                    Taken::Filler if !self.rules.fillers => {
                         s.keys[key] = Some(obj);
-                        Some(obj.kind)
+                        Some(Flight::Landed(obj.kind))
                     }
-                    Taken::Fenced { .. } | Taken::Foreign => None,
+                    Taken::Filler if self.bounds.durable && b.jump.is_none() => {
+                        Some(Flight::Filled)
+                    }
+                    Taken::Filler | Taken::Fenced { .. } | Taken::Foreign => None,
                 }
             }
         };
         let proc = &mut s.procs[usize::from(p)];
         match landed {
-            Some(kind) => {
-                proc.pipeline[usize::from(i)].flight = Flight::Landed(kind);
+            Some(flight) => {
+                proc.pipeline[usize::from(i)].flight = flight;
                 if s.keys[key] == Some(obj) {
                     return self.interference(s, b.key, obj);
                 }
@@ -621,8 +684,10 @@ impl Model {
         let mut done = Vec::new();
         if self.rules.in_order {
             while let Some(b) = proc.pipeline.first().copied() {
-                let Flight::Landed(kind) = b.flight else {
-                    break;
+                let kind = match b.flight {
+                    Flight::Landed(kind) => Some(kind),
+                    Flight::Filled => None,
+                    _ => break,
                 };
                 proc.pipeline.remove(0);
                 done.push((b.key, kind));
@@ -630,19 +695,23 @@ impl Model {
         } else if let Some(i) = proc
             .pipeline
             .iter()
-            .position(|b| matches!(b.flight, Flight::Landed(_)))
+            .position(|b| matches!(b.flight, Flight::Landed(_) | Flight::Filled))
         {
             let b = proc.pipeline.remove(i);
-            if let Flight::Landed(kind) = b.flight {
-                done.push((b.key, kind));
-            }
+            let kind = match b.flight {
+                Flight::Landed(kind) => Some(kind),
+                _ => None,
+            };
+            done.push((b.key, kind));
         }
-        for (key, _) in &done {
-            proc.chain |= bit(*key);
+        for (key, kind) in &done {
+            if kind.is_some() {
+                proc.chain |= bit(*key);
+            }
         }
         let epoch = proc.epoch;
         for (key, kind) in done {
-            if kind != Kind::Data {
+            if kind != Some(Kind::Data) {
                 continue;
             }
             s.acked.push((key, p));

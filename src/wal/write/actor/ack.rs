@@ -19,6 +19,17 @@ impl Actor {
     pub(super) fn index_landed(&mut self) {
         let mut indexed = false;
         while let Some(mut sealed) = self.pipeline.pop_landed() {
+            self.run_tip = Some(format::Link {
+                sequence: sealed.sequence,
+                epoch: self.epoch,
+            });
+            if sealed.filler {
+                // Settled by a filler: nothing of ours to index; its callers
+                // were answered, its records went on to a later object.
+                tracing::debug!(sequence = sealed.sequence, "a filler settled the key");
+                indexed = true;
+                continue;
+            }
             if let Err(e) = self.catalog.insert(indexed_object(&sealed)) {
                 let error = Error::Poisoned {
                     reason: format!("the catalog refused a created object: {e}").into(),

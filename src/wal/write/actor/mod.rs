@@ -262,6 +262,10 @@ pub(crate) struct Actor {
     seal_at: Option<Instant>,
     /// The sequence of the next batch to open.
     next_sequence: u64,
+    /// The run's last acknowledged key (its object, or a filler that
+    /// settled it: rfcs/0006, "Fillers"): what the next object links to
+    /// when no batch is in the pipeline.
+    run_tip: Option<crate::format::Link>,
     pipeline: pipeline::Pipeline,
     hedger: hedge::Hedger,
     backlog: Backlog,
@@ -312,6 +316,10 @@ impl Actor {
             catalog.track_changes();
         }
         let boundary = catalog.tip().map_or(0, |t| t.reclaim_boundary);
+        let run_tip = catalog.tip().map(|t| crate::format::Link {
+            sequence: t.sequence,
+            epoch: t.epoch,
+        });
         let collected = catalog.objects().next().map_or(0, |o| o.sequence);
         debug_assert!(config.max_inflight_creates as u64 <= crate::wal::protocol::rules::WINDOW);
         Actor {
@@ -328,6 +336,7 @@ impl Actor {
             open: None,
             seal_at: None,
             next_sequence: launch.next_sequence,
+            run_tip,
             pipeline: pipeline::Pipeline::new(),
             hedger: hedge::Hedger::new(hedge_budget, config.request_timeout),
             backlog: Backlog::default(),

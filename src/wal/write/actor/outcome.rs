@@ -92,8 +92,123 @@ impl Actor {
                     self.metrics.create_conflicts.increment(1);
                     self.poison(Error::fenced(self.epoch, newer));
                 }
+                Some(Taken::Filler) => self.on_filler(sequence),
                 _ => self.on_foreign(sequence),
             },
+        }
+    }
+
+    /// A filler (an older epoch's empty object: the start object of an
+    /// opener whose open failed) holds the key of the batch of `sequence`
+    /// (rfcs/0006, "Fillers"): neither the batch nor its void can ever land
+    /// there, and no request deletes it. The key is settled by it; the run
+    /// goes on at the next key, whose object links to this key as sealed.
+    ///
+    /// Durable mode: the batch's appends and barriers are answered
+    /// `NotDurable` (nothing they carried is logged); its flush marks ride
+    /// with the next object, and its release records too, their callers
+    /// waiting for that object. Enqueued mode (ids handed out at this key
+    /// can never be logged) and a batch carrying a jump (the batches after
+    /// it were sealed above the jump) poison the store.
+    fn on_filler(&mut self, sequence: u64) {
+        self.metrics.create_conflicts.increment(1);
+        let key = self.prefix.object_key(sequence);
+        let durable = self.config.ack_mode == AckMode::Durable;
+        let Some(sealed) = self.pipeline.get_mut(sequence) else {
+            return;
+        };
+        if !durable || sealed.jump {
+            let what = if durable {
+                "it carries the jump the batches after it were sealed above"
+            } else {
+                "the ids handed out for its entries can be logged nowhere else"
+            };
+            self.poison(Error::Poisoned {
+                reason: format!(
+                    "{key} holds an older process's empty object (the start object of an open \
+                     that failed while this one ran), so this batch can never land there: {what}; \
+                     open the prefix again"
+                )
+                .into(),
+            });
+            return;
+        }
+        tracing::warn!(
+            key,
+            "an older process's empty object settled the key: its batch is not logged"
+        );
+        sealed.filler = true;
+        let marks: Vec<_> = sealed
+            .marks
+            .iter()
+            .filter(|m| !m.is_jump())
+            .copied()
+            .collect();
+        let releases = sealed.releases.clone();
+        let not_durable = Error::NotDurable {
+            reason: format!(
+                "{key} holds an older process's empty object (an open that failed while this \
+                 one ran): nothing this append carried is logged"
+            )
+            .into(),
+        };
+        // Appends and barriers fail; release callers stay with the batch.
+        self.fail_callers(sequence, &not_durable, None);
+        let release_waiters = self
+            .pipeline
+            .get_mut(sequence)
+            .map(|s| std::mem::take(&mut s.waiters))
+            .unwrap_or_default();
+        self.pipeline.set_state(sequence, FlightState::Landed);
+        for mark in marks {
+            let slot = self.marks.entry(mark.region).or_insert(mark.watermark);
+            *slot = (*slot).max(mark.watermark);
+        }
+        self.rehome_releases(releases, release_waiters);
+        self.index_landed();
+    }
+
+    /// Release records whose batch cannot land, with their callers: sealed
+    /// into a new object at once (the callers answered when it is durable),
+    /// or, while the store is failing, kept for the first object after a
+    /// create succeeds (the callers told so).
+    fn rehome_releases(
+        &mut self,
+        releases: std::collections::BTreeMap<RegionId, EntryId>,
+        waiters: Vec<super::Waiter>,
+    ) {
+        if releases.is_empty() && waiters.is_empty() {
+            return;
+        }
+        if let Some(failing) = &self.backlog.failing {
+            let error = Error::Failing {
+                reason: format!(
+                    "{}; the release record is kept and sealed once a create succeeds",
+                    failing.reason
+                )
+                .into(),
+            };
+            self.keep_releases(releases);
+            for waiter in waiters {
+                waiter.fail(error.clone());
+            }
+            return;
+        }
+        self.keep_releases(releases);
+        let kept = std::mem::take(&mut self.kept.records);
+        self.kept.deadline = None;
+        match self.open_batch(Instant::now()) {
+            Ok(open) => {
+                open.batch.add_releases(kept);
+                open.waiters.extend(waiters);
+                self.seal(SealReason::Requested);
+            }
+            Err(e) => {
+                self.keep_releases(kept);
+                for waiter in waiters {
+                    waiter.fail(e.clone());
+                }
+            }
         }
     }
 

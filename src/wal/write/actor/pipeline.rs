@@ -55,6 +55,9 @@ pub(super) struct Sealed {
     pub(super) void: Option<Void>,
     /// Whether the void (not the batch) landed.
     pub(super) landed_void: bool,
+    /// Whether a filler (an older epoch's empty object) settled its key:
+    /// neither the batch nor its void can land there (rfcs/0006, "Fillers").
+    pub(super) filler: bool,
     /// Its appends and barriers were answered with a failure (durable
     /// mode): its entries are counted failed, and if the batch itself lands
     /// after all, this life indexes it without its entries.
@@ -88,18 +91,28 @@ impl Sealed {
             .map(|(_, id)| *id)
     }
 
+    /// Whether its void differs from the batch: a batch without entries
+    /// (only flush marks, release records, a jump) is byte for byte its own
+    /// void, so its key is settled by its own bytes and its landing is
+    /// always the batch's (issue 29 item 4).
+    fn has_distinct_void(&self) -> bool {
+        self.void.is_some() && !self.last_ids.is_empty()
+    }
+
     /// The byte strings of ours that may be at its key, the one to send
     /// first.
     pub(super) fn ours(&self) -> Vec<Bytes> {
         match &self.void {
-            Some(void) => vec![void.bytes.clone(), self.bytes.clone()],
-            None => vec![self.bytes.clone()],
+            Some(void) if self.has_distinct_void() => {
+                vec![void.bytes.clone(), self.bytes.clone()]
+            }
+            _ => vec![self.bytes.clone()],
         }
     }
 
     /// Records which of [`Sealed::ours`] landed.
     pub(super) fn landed(&mut self, which: usize) {
-        self.landed_void = self.void.is_some() && which == 0;
+        self.landed_void = self.has_distinct_void() && which == 0;
     }
 }
 
@@ -116,14 +129,13 @@ pub(super) struct CreateDone {
 pub(super) struct Pipeline {
     batches: VecDeque<Sealed>,
     running: usize,
-    /// Batches waiting for their create, payload bytes, entries, batches
-    /// with release records and batches with a jump: kept as counts so that
+    /// Batches waiting for their create, payload bytes, entries and
+    /// batches with a jump: kept as counts so that
     /// what the actor asks after every event does not scale with a large
     /// enqueued backlog.
     waiting: usize,
     payload: u64,
     entries: u64,
-    with_releases: usize,
     jumps: usize,
     pub(super) creates: FuturesUnordered<JoinHandle<CreateDone>>,
 }
@@ -136,7 +148,6 @@ impl Pipeline {
             waiting: 0,
             payload: 0,
             entries: 0,
-            with_releases: 0,
             jumps: 0,
             creates: FuturesUnordered::new(),
         }
@@ -165,7 +176,6 @@ impl Pipeline {
             }
         };
         flag(&mut self.waiting, b.state == FlightState::Waiting);
-        flag(&mut self.with_releases, !b.releases.is_empty());
         flag(&mut self.jumps, b.jump);
     }
 
@@ -327,7 +337,6 @@ impl Pipeline {
         self.waiting = 0;
         self.payload = 0;
         self.entries = 0;
-        self.with_releases = 0;
         self.jumps = 0;
         self.batches.drain(..).collect()
     }
@@ -350,22 +359,6 @@ impl Pipeline {
     /// Entries of the sealed batches not voided.
     pub(super) fn entries(&self) -> u64 {
         self.entries
-    }
-
-    /// Release records sealed in batches at or below `sequence`, by region
-    /// (a void carries its batch's records, so they land either way).
-    pub(super) fn releases_through(&self, sequence: u64) -> BTreeMap<RegionId, EntryId> {
-        let mut out = BTreeMap::new();
-        if self.with_releases == 0 {
-            return out;
-        }
-        for b in self.batches.iter().take_while(|b| b.sequence <= sequence) {
-            for (region, through) in &b.releases {
-                let slot = out.entry(*region).or_insert(0);
-                *slot = (*slot).max(*through);
-            }
-        }
-        out
     }
 }
 
@@ -397,6 +390,7 @@ mod tests {
             tail,
             void: None,
             landed_void: false,
+            filler: false,
             answered: false,
             waiters: Vec::new(),
             opened_at: Instant::now(),
@@ -489,11 +483,6 @@ mod tests {
         assert_eq!(p.answered(2), 1);
         assert_eq!(p.answered(2), 0, "answered once");
         assert_eq!((p.entries(), p.payload_bytes()), (1, 10));
-        assert_eq!(
-            p.releases_through(2).get(&7),
-            Some(&99),
-            "the void carries them"
-        );
         assert_eq!(p.get_mut(2).map(|b| b.ours().len()), Some(2));
         p.set_state(1, FlightState::Landed);
         assert_eq!(p.pop_landed().map(|b| b.sequence), Some(1));

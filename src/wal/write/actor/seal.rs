@@ -12,7 +12,7 @@ use crate::{EntryId, RegionId};
 use super::super::policy::{Decision, OpenState, SealReason};
 use super::pipeline::{CreateDone, FlightState, Sealed};
 use super::Actor;
-use crate::wal::protocol::create::{create_data_object, CreateOutcome};
+use crate::wal::protocol::create::{create_object, CreateOutcome};
 
 impl Actor {
     /// Asks the policy about the open batch and seals when it says so, or
@@ -91,16 +91,14 @@ impl Actor {
         let sequence = batch.sequence;
         let span = tracing::debug_span!("seal", sequence, reason = reason.as_str());
         let _guard = span.enter();
-        // The run's previous object: the last sealed batch, else the tip.
+        // The run's previous key: the last sealed batch, else the last key
+        // acknowledged (its object, or a filler that settled it).
         let link = match self.pipeline.back() {
             Some(previous) => Some(Link {
                 sequence: previous.sequence,
                 epoch: self.epoch,
             }),
-            None => self.catalog.tip().map(|t| Link {
-                sequence: t.sequence,
-                epoch: t.epoch,
-            }),
+            None => self.run_tip,
         };
         let reclaim_boundary = self.reclaim_boundary(sequence, &batch.releases);
         let entries = batch.entries;
@@ -152,6 +150,7 @@ impl Actor {
             tail,
             void: None,
             landed_void: false,
+            filler: false,
             answered: false,
             waiters: open.waiters,
             opened_at,
@@ -171,25 +170,21 @@ impl Actor {
     /// records `own`) carries: the lowest sequence that may still hold a live
     /// entry, indexed or in the pipeline, never below a boundary already
     /// carried. A release counts only once its record is in this object or
-    /// in one below it on the run (indexed, or sealed before it: a batch
-    /// below lands as itself or as its void, and both carry its records; a
-    /// release refused while failing does not free anything, issue 10 item
-    /// 8). A flush mark counts once handed in: it rides with this object or
-    /// one below it.
+    /// in an indexed one: a batch below that has not landed yet may never
+    /// land with its records (a filler can settle its key, rfcs/0006), so
+    /// its records do not count (a release refused while failing does not
+    /// free anything either, issue 10 item 8). A flush mark counts once
+    /// handed in: the engine flushed what it covers, so an object it frees
+    /// is not needed even if the mark's own object never lands.
     pub(super) fn reclaim_boundary(
         &self,
         sequence: u64,
         own: &std::collections::BTreeMap<RegionId, EntryId>,
     ) -> u64 {
-        let mut sealed = self.pipeline.releases_through(sequence);
-        for (region, through) in own {
-            let slot = sealed.entry(*region).or_insert(0);
-            *slot = (*slot).max(*through);
-        }
         // The catalog's live index knows the engine's watermarks and the
-        // indexed records; the records sealed since only raise a few
+        // indexed records; the object's own records only raise a few
         // regions' (rfcs/0005, "The reclaim boundary at scale").
-        let live = self.catalog.first_live(&sealed);
+        let live = self.catalog.first_live(own);
         let pending = self.pipeline.front().map(|s| s.sequence);
         [live, pending, Some(sequence)]
             .into_iter()
@@ -234,12 +229,11 @@ impl Actor {
     ) -> impl std::future::Future<Output = CreateDone> + Send + 'static {
         let storage = self.storage.clone();
         let key = self.prefix.object_key(sequence);
-        let epoch = self.epoch;
         let hedged = self.metrics.hedged_creates.clone();
         let span = tracing::debug_span!("create", key = %key, bytes = ours.first().map_or(0, |b| b.len()), void = ours.len() > 1);
         async move {
             let started = Instant::now();
-            let first = create_data_object(&storage, &key, &ours, epoch);
+            let first = create_object(&storage, &key, &ours);
             tokio::pin!(first);
             let Some((after, budget)) = hedge else {
                 let outcome = first.await;
@@ -263,7 +257,7 @@ impl Actor {
             // other request.
             hedged.increment(1);
             tracing::debug!(?after, "hedging a slow create");
-            let second = create_data_object(&storage, &key, &ours, epoch);
+            let second = create_object(&storage, &key, &ours);
             tokio::pin!(second);
             let outcome = tokio::select! {
                 outcome = &mut first => match outcome {

@@ -1,0 +1,354 @@
+//! Issue 29 (the fourth hardening round of the protocol): each history the
+//! review found, replayed deterministically (paused time, the fault
+//! wrapper's holds, a deadline on every wait) and named after what broke.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use crate::config::{AckMode, HedgeCreates};
+use crate::format::{self, Header, Link, Object};
+use crate::storage::fault::{FaultyStorage, Op};
+use crate::storage::{MemoryStorage, StorageErrorKind};
+
+use super::*;
+
+fn durable() -> Config {
+    Config {
+        ack_mode: AckMode::Durable,
+        request_timeout: Some(Duration::from_secs(30)),
+        ..config()
+    }
+}
+
+/// The start object of an opener of `epoch` whose open failed (its closing
+/// read found a newer fence), landed at `sequence`: empty, linked to the
+/// tip that opener chose, never built on.
+fn dead_start_object(sequence: u64, epoch: u64, link: (u64, u64)) -> Bytes {
+    format::encode(&Object {
+        header: Header {
+            sequence,
+            epoch,
+            link: Some(Link {
+                sequence: link.0,
+                epoch: link.1,
+            }),
+            reclaim_boundary: link.0,
+        },
+        segments: Vec::new(),
+        marks: Vec::new(),
+        releases: Vec::new(),
+    })
+    .unwrap()
+}
+
+/// The epoch of the object at `key`.
+async fn epoch_at(storage: &Storage, key: &str) -> u64 {
+    let header = storage
+        .read(key, 0..format::HEADER_LEN as u64)
+        .await
+        .unwrap();
+    format::decode_header(&header).unwrap().epoch
+}
+
+fn key(prefix: &str, sequence: u64) -> String {
+    format!("{prefix}/objects/{sequence:020}.wal")
+}
+
+async fn highest(storage: &Storage, prefix: &str) -> u64 {
+    storage
+        .list(&format!("{prefix}/objects/"))
+        .await
+        .unwrap()
+        .iter()
+        .filter_map(|m| m.key.rsplit('/').next()?.strip_suffix(".wal")?.parse().ok())
+        .max()
+        .unwrap_or(0)
+}
+
+/// Item 1: the writer's next key held a dead object; its create (request
+/// A) and the hedge of it (request B) both read it back as dead; A deleted
+/// it and landed the batch, then B, acting on its stale read, deleted the
+/// key (now A's batch) and created again; A's answer came first, so the
+/// append returned `Ok` for an object no longer there. Now nothing deletes
+/// a dead object: both requests find it, the key is settled by it, and the
+/// append learns `NotDurable`, the truth; the next append lands after it.
+/// (Collection may delete it later, once a durable boundary lies above it:
+/// no request may create there then but garbage.)
+#[tokio::test(start_paused = true)]
+async fn a_hedged_create_never_deletes_its_own_landed_object() {
+    let inner = Storage::new(MemoryStorage::new());
+    let prefix = "r4-hedge";
+    Wal::open(inner.clone(), prefix, config())
+        .await
+        .unwrap()
+        .stop()
+        .await
+        .unwrap(); // epoch 1: its start object at 1
+    let faults = FaultyStorage::new(inner.clone());
+    let config = Config {
+        hedge_creates: HedgeCreates::Budget(1.0),
+        ..durable()
+    };
+    let wal = Wal::open(faults.storage(), prefix, config).await.unwrap(); // epoch 2
+    let next = highest(&inner, prefix).await + 1;
+    inner
+        .create(&key(prefix, next), dead_start_object(next, 1, (1, 1)))
+        .await
+        .unwrap();
+    faults.reset_counts();
+    faults.hold_creates(true);
+    let appending = tokio::spawn({
+        let wal = wal.clone();
+        async move { wal.append(vec![(1, b("taken"))]).await }
+    });
+    // The create, then its hedge (sent at half the request timeout).
+    within(faults.wait_held(2)).await;
+    assert_eq!(faults.held(), [key(prefix, next), key(prefix, next)]);
+    faults.hold_creates(false);
+    assert_eq!(faults.release_all(), 2);
+    let err = within(appending).await.unwrap().unwrap_err();
+    assert!(matches!(err, Error::NotDurable { .. }), "{err}");
+    assert_eq!(
+        epoch_at(&inner, &key(prefix, next)).await,
+        1,
+        "no request deleted it"
+    );
+    let ids = within(wal.append(vec![(1, b("after"))])).await.unwrap();
+    assert_eq!(
+        format::sequence_of(ids[0]),
+        next + 1,
+        "the run goes on past it"
+    );
+    drop(wal); // a crash
+    assert_eq!(replays(&inner, prefix, 1).await, ids);
+}
+
+/// Item 2: process Z writes; a dead object D (an older epoch's start object)
+/// sits at Z's next key; W opens and its walk met D right after Z's tip: D
+/// does not continue Z's chain, so the walk stopped there, while Z deleted
+/// D, landed its batch at D's key and acknowledged it: W's chain never held
+/// it. Now the walk steps over D as Z does (a filler) and settles the key
+/// after it, whether Z's create at D's key is answered before W's open or
+/// after it: Z learns `NotDurable` at D's key and is fenced at the next;
+/// everything Z acknowledged replays.
+#[tokio::test(start_paused = true)]
+async fn the_walk_never_stops_at_a_key_the_older_writer_can_still_take() {
+    for z_create_in_flight in [false, true] {
+        let label = format!("Z's create at D in flight during W's open: {z_create_in_flight}");
+        let inner = Storage::new(MemoryStorage::new());
+        let prefix = "r4-walk";
+        Wal::open(inner.clone(), prefix, config())
+            .await
+            .unwrap()
+            .stop()
+            .await
+            .unwrap(); // epoch 1
+        let z_faults = FaultyStorage::new(inner.clone());
+        let z = Wal::open(z_faults.storage(), prefix, durable())
+            .await
+            .unwrap(); // epoch 2
+        let acked = z.append(vec![(1, b("a"))]).await.unwrap();
+        let d = format::sequence_of(acked[0]) + 1;
+        inner
+            .create(&key(prefix, d), dead_start_object(d, 1, (1, 1)))
+            .await
+            .unwrap();
+        let mut in_flight = None;
+        if z_create_in_flight {
+            z_faults.hold_creates(true);
+            let z = z.clone();
+            in_flight = Some(tokio::spawn(
+                async move { z.append(vec![(1, b("b"))]).await },
+            ));
+            within(z_faults.wait_held(1)).await;
+        }
+        let w = Wal::open(inner.clone(), prefix, durable()).await.unwrap(); // epoch 3
+        let b_answer = match in_flight {
+            Some(task) => {
+                z_faults.hold_creates(false);
+                z_faults.release_all();
+                within(task).await.unwrap()
+            }
+            None => within(z.append(vec![(1, b("b"))])).await,
+        };
+        let err = b_answer.unwrap_err();
+        assert!(matches!(err, Error::NotDurable { .. }), "{label}: {err}");
+        let err = within(z.append(vec![(1, b("c"))])).await.unwrap_err();
+        assert!(err.is_fenced(), "{label}: {err}");
+        assert_eq!(
+            epoch_at(&inner, &key(prefix, d)).await,
+            1,
+            "{label}: D stays"
+        );
+        let mut stream = Box::pin(w.read(1, 0));
+        let mut seen = Vec::new();
+        while let Some(entry) = stream.next().await {
+            seen.push(entry.unwrap().id);
+        }
+        assert_eq!(seen, acked, "{label}: W's chain holds what Z acknowledged");
+        w.stop().await.unwrap();
+        assert_eq!(replays(&inner, prefix, 1).await, acked, "{label}");
+    }
+}
+
+/// Item 4: a batch without entries (here only a flush mark, or only a
+/// release record) is byte for byte its own void. Its create landed but the
+/// response was lost and the read-back failed too, so its void was sent;
+/// the void met "exists", read the key back and found "its void" first:
+/// `flush` (or `release_region`) answered `NotDurable` although the record
+/// was durable. Such a batch is settled by its own bytes: the answer is
+/// `Ok`, and the record holds after a restart.
+#[tokio::test(start_paused = true)]
+async fn a_flush_or_release_whose_create_response_and_read_back_were_lost_answers_ok() {
+    for release in [false, true] {
+        let inner = Storage::new(MemoryStorage::new());
+        let prefix = "r4-entryless";
+        let faults = FaultyStorage::new(inner.clone());
+        let wal = Wal::open(faults.storage(), prefix, durable())
+            .await
+            .unwrap();
+        let ids = wal.append(vec![(1, b("flushed"))]).await.unwrap();
+        let next = format::sequence_of(ids[0]) + 1;
+        faults.lose_next_create_responses(&key(prefix, next), 1);
+        faults.fail_next(Op::Read, &key(prefix, next), 1, StorageErrorKind::Transient);
+        let answer = if release {
+            within(wal.release_region(1)).await
+        } else {
+            wal.obsolete(1, ids[0]).await.unwrap();
+            within(wal.flush()).await
+        };
+        assert!(answer.is_ok(), "release {release}: {answer:?}");
+        assert_eq!(highest(&inner, prefix).await, next, "one object");
+        wal.stop().await.unwrap();
+        let reader = crate::WalReader::open(inner.clone(), prefix, config())
+            .await
+            .unwrap();
+        assert!(replays(&inner, prefix, 1).await.is_empty(), "hidden");
+        if release {
+            assert!(reader.regions().iter().any(|r| r.region == 1 && r.released));
+        }
+    }
+}
+
+/// One request's round trip in the busy-writer histories.
+const RTT: Duration = Duration::from_millis(10);
+
+/// A store where every request takes [`RTT`].
+fn slow_store(inner: &Storage) -> FaultyStorage {
+    let faults = FaultyStorage::new(inner.clone());
+    for op in [Op::Create, Op::Read, Op::List, Op::Delete] {
+        faults.set_latency(op, RTT);
+    }
+    faults
+}
+
+/// Item 3: the walk adopted each key it found taken with a listing and a
+/// tail read, one at a time (two round trips an object), while the older
+/// writer landed an object per round trip with up to 64 keys in flight: the
+/// newer process's open never returned and the older writer was never
+/// fenced. A round's keys are now adopted together (one suffix read each),
+/// and rounds grow to four windows: the open returns within a bounded
+/// number of round trips whatever the older writer does, and everything it
+/// acknowledged is on the newer chain.
+#[tokio::test(start_paused = true)]
+async fn an_open_finishes_while_the_older_writer_runs_flat_out() {
+    for ack_mode in [AckMode::Enqueued, AckMode::Durable] {
+        for max_inflight in [64, Config::default().max_inflight_creates] {
+            for callers in [1, 8] {
+                let took = open_against_a_busy_writer(ack_mode, max_inflight, callers).await;
+                tracing::info!(
+                    "{ack_mode:?}, {max_inflight} in flight, {callers} callers: {took} round trips"
+                );
+                assert!(
+                    took <= 150,
+                    "{ack_mode:?}, {max_inflight} in flight, {callers} callers: the open took \
+                     {took} round trips"
+                );
+            }
+        }
+    }
+}
+
+/// Opens a prefix whose older writer appends flat out; the open's duration
+/// in round trips.
+async fn open_against_a_busy_writer(ack_mode: AckMode, max_inflight: usize, callers: usize) -> u64 {
+    let inner = Storage::new(MemoryStorage::new());
+    let prefix = "r4-busy";
+    let older = Config {
+        ack_mode,
+        max_inflight_creates: max_inflight,
+        early_seals: crate::EarlySeals::Unlimited,
+        // A backlog of 128 appends: the loop below never runs away from
+        // the store (paused time advances only when every task waits).
+        max_batch_bytes: 32 * 1024,
+        max_unpersisted_bytes: 32 * 1024,
+        ..config()
+    };
+    let p = Wal::open(slow_store(&inner).storage(), prefix, older)
+        .await
+        .unwrap();
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let mut tasks = Vec::new();
+    for caller in 0..callers {
+        let (p, stop) = (p.clone(), stop.clone());
+        tasks.push(tokio::spawn(async move {
+            // What the older writer acknowledged: durable appends that
+            // returned, or enqueued ones a returned `wait_durable` covers
+            // (asked every 64 appends, so the writer runs flat out).
+            let (mut acked, mut admitted) = (Vec::new(), Vec::new());
+            let region = caller as u64 + 1;
+            while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+                let Ok(ids) = p.append(vec![(region, Bytes::from(vec![7u8; 256]))]).await else {
+                    break;
+                };
+                admitted.extend(ids);
+                if ack_mode == AckMode::Durable {
+                    acked.append(&mut admitted);
+                } else if admitted.len() >= 64 {
+                    let last = admitted.last().copied().unwrap_or(0);
+                    if p.wait_durable(region, last).await.is_err() {
+                        break;
+                    }
+                    acked.append(&mut admitted);
+                }
+            }
+            (region, acked)
+        }));
+    }
+    // Let the older writer run for a while before the newer one opens.
+    tokio::time::sleep(RTT * 2).await;
+    let started = tokio::time::Instant::now();
+    let newer = within(Wal::open(
+        slow_store(&inner).storage(),
+        prefix,
+        Config {
+            ack_mode,
+            ..config()
+        },
+    ))
+    .await
+    .unwrap();
+    let took = started.elapsed().as_millis() as u64 / RTT.as_millis() as u64;
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    let mut acknowledged = BTreeMap::new();
+    for task in tasks {
+        let (region, acked) = within(task).await.unwrap();
+        acknowledged.insert(region, acked);
+    }
+    let err = within(p.append(vec![(1, b("after"))])).await.unwrap_err();
+    assert!(err.is_fenced() || err.is_poisoned(), "{err}");
+    for (region, acked) in acknowledged {
+        assert!(!acked.is_empty(), "the older writer made progress");
+        let mut stream = Box::pin(newer.read(region, 0));
+        let mut seen = Vec::new();
+        while let Some(entry) = stream.next().await {
+            seen.push(entry.unwrap().id);
+        }
+        assert!(
+            acked.iter().all(|id| seen.binary_search(id).is_ok()),
+            "region {region}: everything the older writer acknowledged is on the newer chain"
+        );
+    }
+    newer.stop().await.unwrap();
+    took
+}
