@@ -14,6 +14,7 @@ mod format_fixtures;
 mod format_robustness;
 mod format_roundtrip;
 mod handoff;
+mod hanging_store;
 mod hostile_input;
 mod model;
 mod open_modes;
