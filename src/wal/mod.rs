@@ -229,6 +229,12 @@ impl Wal {
     /// a local directory's temporary files of dead processes); a failure to
     /// do so is logged, not fatal. [`WalReader::open`] never does.
     ///
+    /// Right after it claims its epoch it proves that the store honours
+    /// create-if-absent (its fence, created again with other bytes, must
+    /// answer "already exists"); a store that answers "created" fails the
+    /// open with a permanent [`Error::Storage`] naming that behaviour,
+    /// before anything is written under `objects/` (README, "Stores").
+    ///
     /// Every storage request it makes has the deadline
     /// [`Config::request_timeout`] (30 s by default), the checks before the
     /// claim included: on a store that stops answering it fails with a

@@ -16,6 +16,7 @@ mod format_roundtrip;
 mod handoff;
 mod hanging_store;
 mod hostile_input;
+mod ignored_creates;
 mod model;
 mod open_modes;
 mod open_reads;
