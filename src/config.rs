@@ -18,6 +18,9 @@ mod validate;
 
 pub use validate::{MAX_BATCH_BYTES_LIMIT, MIN_EARLY_SEAL_RATE, MIN_REPLAY_BUFFER_BYTES};
 
+/// The default [`Config::request_timeout`] (see there why 30 s).
+pub(crate) const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+
 /// When `append` returns.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -183,11 +186,30 @@ pub struct Config {
     /// reports `Lost`.
     pub stop_attempts: u32,
     /// A storage request that has not answered after this long fails with a
-    /// transient error and is retried like any failure (`"off"`, the
-    /// default: no limit, the adapters' own timeouts apply). Shorter: a
-    /// stalled request is given up sooner, at the price of repeating slow
-    /// ones. A [`WalReader`](crate::WalReader) applies it too (to its open
-    /// and its reads) and returns the retryable error to its caller.
+    /// transient error and is handled like any failure: the writer reads a
+    /// create back and repeats it (a durable append then fails with a
+    /// retryable error, a stop reports what it gave up as `Lost`); a
+    /// [`WalReader`](crate::WalReader), a read, a replay and a follower
+    /// return the retryable error to their caller. It bounds every request
+    /// of every path: `Wal::open` (its log check under `create_if_missing =
+    /// false` and its cleanup of leftovers included), `WalReader::open`,
+    /// reads, replays, followers, collection, `stop` and the blocking
+    /// handle. So no call waits forever on a store that stops answering
+    /// (how long each takes: rfcs/0002, "A deadline on every request").
+    ///
+    /// 30 s by default (`"30s"`), chosen to be well above a slow create of
+    /// a full batch on a real store (8 MiB: a fraction of a second on S3
+    /// from the same region, about 8 s through an uplink of 1 MiB/s), so a
+    /// healthy store's request is never cut, and compatible with hedging:
+    /// a slow create is hedged at half the timeout at the latest (15 s;
+    /// after the 95th percentile of recent creates in practice), which
+    /// leaves the hedge as long again to land. It is also object_store's
+    /// default request timeout. Shorter: a stalled request is given up
+    /// sooner, at the price of cutting slow ones (large batches on a slow
+    /// link). `"off"`: no limit; **a call may then wait forever on a store
+    /// that stops answering** (the storage URLs' HTTP clients still end a
+    /// request after their own `timeout`, 60 s by default; a backend you
+    /// build yourself has only its own).
     #[serde(with = "optional_duration")]
     pub request_timeout: Option<Duration>,
     /// What opening does with a structurally damaged object.
@@ -406,7 +428,7 @@ impl Default for Config {
             retry_max_delay: Duration::from_secs(2),
             retry_jitter: false,
             stop_attempts: 5,
-            request_timeout: None,
+            request_timeout: Some(DEFAULT_REQUEST_TIMEOUT),
             on_damaged_object: DamagePolicy::Fail,
             replay_concurrency: 16,
             replay_buffer_bytes: 64 << 20,

@@ -26,6 +26,8 @@ use bytes::Bytes;
 
 #[cfg(any(feature = "object_store", feature = "opendal"))]
 mod billing;
+#[doc(hidden)]
+pub mod create_check;
 mod dir_sync;
 #[cfg(any(feature = "object_store", feature = "opendal"))]
 mod explain;

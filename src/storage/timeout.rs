@@ -5,6 +5,10 @@
 //! decides what happens next. The request's future is dropped; a create that
 //! was already sent may still land, which the callers' read-back handles as
 //! for any failed create.
+//!
+//! `Wal::open` and `WalReader::open` wrap the caller's store before their
+//! first request, so every path (the open's checks, the actor, reads,
+//! replays, followers, collection) has the deadline.
 
 use std::ops::Range;
 use std::time::Duration;

@@ -53,6 +53,16 @@
 //!   `aws_endpoint` (`aws_endpoint_url`), `aws_allow_http`,
 //!   `aws_virtual_hosted_style_request`, `aws_skip_signature`,
 //!   `aws_role_arn`, `aws_profile`; each also without its `aws_` prefix.
+//! - every opendal backend (`s3://` with opendal, `gs://`, `azblob://`):
+//!   `timeout` and `connect_timeout`, object_store's names, durations like
+//!   `"60s"`.
+//!
+//! The HTTP clients built for these URLs, through either adapter, end a
+//! request after `timeout` (60 s unless an option says otherwise) and a
+//! connection attempt after `connect_timeout` (5 s): a backstop under
+//! `Config::request_timeout` (30 s by default) for `request_timeout =
+//! "off"` and for a `Storage` used directly. A `request_timeout` above 60 s
+//! needs a `timeout` option at least as long.
 //! - `gs://`: `google_service_account` (`google_service_account_path`,
 //!   `google_application_credentials`, `service_account`,
 //!   `service_account_path`, `credential_path`: a key file), `credential`

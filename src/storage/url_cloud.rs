@@ -9,6 +9,16 @@
 //! Invariant: the adapters' own retries stay off (objwal retries in one
 //! place, above the storage), whatever the options say.
 //!
+//! Invariant: every HTTP client built here ends a request that has not
+//! finished after `HTTP_TIMEOUT` (60 s; the `timeout` option changes it)
+//! and a connection not made after `CONNECT_TIMEOUT` (5 s;
+//! `connect_timeout`), for both adapters: object_store's client has such
+//! defaults, opendal's default client has none, so its backends get a
+//! client of their own. It is a backstop under `Config::request_timeout`
+//! (30 s by default, which so decides first), for what runs without one:
+//! `request_timeout = "off"`, and a `Storage` used directly (the command
+//! line's tools).
+//!
 //! A backend whose endpoint (from the URL, an option or, for S3,
 //! `AWS_ENDPOINT_URL`) can only be a self-hosted server answers
 //! `charges_per_request() == false` (`billing`): `early_seals = "auto"` is
@@ -17,6 +27,17 @@
 use super::{invalid, CloudUrl, Error, Options, Storage};
 #[cfg(any(feature = "opendal", feature = "object_store"))]
 use crate::storage::billing::unless_self_hosted;
+
+/// The overall timeout of a request of the HTTP clients built here: twice
+/// the default `request_timeout`, so that a `request_timeout` up to it
+/// decides first.
+#[cfg(any(feature = "opendal", feature = "object_store"))]
+pub(crate) const HTTP_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// The connect timeout of the HTTP clients built here (object_store's
+/// default).
+#[cfg(any(feature = "opendal", feature = "object_store"))]
+pub(crate) const CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// Builds a backend from the URL text (for messages), its parts and options.
 pub(super) type Builder = fn(&str, &CloudUrl, &Options) -> Result<Storage, Error>;
@@ -48,7 +69,17 @@ pub(super) enum Setting {
     Account,
     AccountKey,
     SasToken,
+    Timeout,
+    ConnectTimeout,
 }
+
+/// The HTTP client settings every opendal table accepts (object_store's
+/// names).
+#[cfg_attr(not(feature = "opendal"), allow(dead_code, reason = "see Setting"))]
+const HTTP_OPTIONS: [(Setting, &[&str]); 2] = [
+    (Setting::Timeout, &["timeout"]),
+    (Setting::ConnectTimeout, &["connect_timeout"]),
+];
 
 /// The option names of `s3://` when opendal builds it (object_store's names
 /// first, then the short forms).
@@ -98,6 +129,8 @@ pub(super) const S3_OPTIONS: &[(Setting, &[&str])] = &[
     ),
     (Setting::RoleArn, &["aws_role_arn", "role_arn"]),
     (Setting::Profile, &["aws_profile", "profile"]),
+    HTTP_OPTIONS[0],
+    HTTP_OPTIONS[1],
 ];
 
 /// The option names of `gs://` (opendal).
@@ -122,6 +155,8 @@ pub(super) const GCS_OPTIONS: &[(Setting, &[&str])] = &[
         Setting::SkipSignature,
         &["google_skip_signature", "skip_signature"],
     ),
+    HTTP_OPTIONS[0],
+    HTTP_OPTIONS[1],
 ];
 
 /// The option names of `azblob://` (opendal).
@@ -154,6 +189,8 @@ pub(super) const AZBLOB_OPTIONS: &[(Setting, &[&str])] = &[
         Setting::SkipSignature,
         &["azure_skip_signature", "skip_signature"],
     ),
+    HTTP_OPTIONS[0],
+    HTTP_OPTIONS[1],
 ];
 
 /// The settings `options` name, in key order, or an error naming the first
@@ -197,6 +234,63 @@ pub(super) fn truthy(url: &str, key: &str, value: &str) -> Result<bool, Error> {
             url,
             &format!("option {key:?} must be true or false, not {value:?}"),
         )),
+    }
+}
+
+/// A duration option value (`"30s"`, `"500ms"`), as object_store reads
+/// them.
+#[cfg_attr(not(feature = "opendal"), allow(dead_code, reason = "see Setting"))]
+fn duration(url: &str, key: &str, value: &str) -> Result<std::time::Duration, Error> {
+    humantime::parse_duration(value.trim()).map_err(|e| {
+        invalid(
+            url,
+            &format!("option {key:?} must be a duration like \"60s\", not {value:?}: {e}"),
+        )
+    })
+}
+
+/// The HTTP client settings of an opendal backend.
+#[cfg(feature = "opendal")]
+#[derive(Debug, Clone, Copy)]
+struct Http {
+    timeout: std::time::Duration,
+    connect_timeout: std::time::Duration,
+}
+
+#[cfg(feature = "opendal")]
+impl Default for Http {
+    fn default() -> Self {
+        Http {
+            timeout: HTTP_TIMEOUT,
+            connect_timeout: CONNECT_TIMEOUT,
+        }
+    }
+}
+
+#[cfg(feature = "opendal")]
+impl Http {
+    /// Takes `setting` if it is an HTTP client setting; `false` if not.
+    fn take(&mut self, url: &str, setting: Setting, key: &str, value: &str) -> Result<bool, Error> {
+        match setting {
+            Setting::Timeout => self.timeout = duration(url, key, value)?,
+            Setting::ConnectTimeout => self.connect_timeout = duration(url, key, value)?,
+            _ => return Ok(false),
+        }
+        Ok(true)
+    }
+
+    /// `op` with a reqwest client of these timeouts as its HTTP transport
+    /// (opendal's default client has no overall timeout).
+    fn apply(self, url: &str, op: ::opendal::Operator) -> Result<::opendal::Operator, Error> {
+        let client = ::reqwest::Client::builder()
+            .timeout(self.timeout)
+            .connect_timeout(self.connect_timeout)
+            .build()
+            .map_err(|e| invalid(url, &format!("cannot build the HTTP client: {e}")))?;
+        let transport = ::opendal::HttpTransporter::new(
+            ::opendal_http_transport_reqwest::ReqwestTransport::new(client),
+        );
+        Ok(op.with_context(::opendal::OperationContext::new().with_http_transport(transport)))
     }
 }
 
@@ -255,6 +349,16 @@ fn s3_object_store(url: &str, u: &CloudUrl, options: &Options) -> Result<Storage
             .with_endpoint(endpoint)
             .with_virtual_hosted_style_request(false);
     }
+    // The backstop timeouts (module docs); an option may change them.
+    b = b
+        .with_config(
+            AmazonS3ConfigKey::Client(ClientConfigKey::Timeout),
+            humantime::format_duration(HTTP_TIMEOUT).to_string(),
+        )
+        .with_config(
+            AmazonS3ConfigKey::Client(ClientConfigKey::ConnectTimeout),
+            humantime::format_duration(CONNECT_TIMEOUT).to_string(),
+        );
     let mut http_named = env("AWS_ALLOW_HTTP").is_some();
     for (key, value) in options {
         let config_key = match key.parse::<AmazonS3ConfigKey>() {
@@ -311,7 +415,11 @@ fn s3_opendal(url: &str, u: &CloudUrl, options: &Options) -> Result<Storage, Err
     if let Some(endpoint) = &endpoint {
         b = b.endpoint(endpoint);
     }
+    let mut http = Http::default();
     for (setting, key, value) in settings(url, S3_OPTIONS, options)? {
+        if http.take(url, setting, key, value)? {
+            continue;
+        }
         b = match setting {
             Setting::AccessKeyId => b.access_key_id(value),
             Setting::SecretAccessKey => b.secret_access_key(value),
@@ -344,6 +452,7 @@ fn s3_opendal(url: &str, u: &CloudUrl, options: &Options) -> Result<Storage, Err
         .unwrap_or_else(|| "us-east-1".to_owned());
     let op =
         ::opendal::Operator::new(b.region(&region)).map_err(|e| invalid(url, &e.to_string()))?;
+    let op = http.apply(url, op)?;
     // opendal's loader reads AWS_ENDPOINT_URL when nothing else names one.
     let endpoint = endpoint.or_else(|| env("AWS_ENDPOINT_URL"));
     Ok(unless_self_hosted(
@@ -361,7 +470,11 @@ pub(super) fn gcs(url: &str, u: &CloudUrl, options: &Options) -> Result<Storage,
     if let Some(endpoint) = &endpoint {
         b = b.endpoint(endpoint);
     }
+    let mut http = Http::default();
     for (setting, key, value) in settings(url, GCS_OPTIONS, options)? {
+        if http.take(url, setting, key, value)? {
+            continue;
+        }
         b = match setting {
             Setting::CredentialPath => b.credential_path(value),
             Setting::Credential => b.credential(value),
@@ -376,6 +489,7 @@ pub(super) fn gcs(url: &str, u: &CloudUrl, options: &Options) -> Result<Storage,
         };
     }
     let op = ::opendal::Operator::new(b).map_err(|e| invalid(url, &e.to_string()))?;
+    let op = http.apply(url, op)?;
     Ok(unless_self_hosted(
         Storage::from_opendal(op),
         endpoint.as_deref(),
@@ -402,7 +516,11 @@ pub(super) fn azblob(url: &str, u: &CloudUrl, options: &Options) -> Result<Stora
     let mut account_key = env("AZURE_STORAGE_KEY").or_else(|| env("AZURE_STORAGE_ACCOUNT_KEY"));
     let mut sas = env("AZURE_STORAGE_SAS_TOKEN");
     let mut skip_signature = false;
+    let mut http = Http::default();
     for (setting, key, value) in settings(url, AZBLOB_OPTIONS, options)? {
+        if http.take(url, setting, key, value)? {
+            continue;
+        }
         let skip = setting == Setting::SkipSignature && truthy(url, key, value)?;
         let value = value.to_owned();
         match setting {
@@ -436,6 +554,7 @@ pub(super) fn azblob(url: &str, u: &CloudUrl, options: &Options) -> Result<Stora
         b = b.skip_signature();
     }
     let op = ::opendal::Operator::new(b).map_err(|e| invalid(url, &e.to_string()))?;
+    let op = http.apply(url, op)?;
     Ok(unless_self_hosted(
         Storage::from_opendal(op),
         named.as_deref(),

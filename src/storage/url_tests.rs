@@ -241,6 +241,24 @@ fn opendal_backends_take_their_option_tables_and_refuse_others() {
     assert!(m.contains("known: google_service_account,"), "{m}");
 }
 
+/// Issue 29, item 6: the opendal backends' HTTP client had no overall
+/// timeout. Every opendal table takes object_store's `timeout` and
+/// `connect_timeout`, as durations.
+#[cfg(feature = "opendal")]
+#[test]
+fn opendal_backends_take_http_timeouts() {
+    for url in [
+        "s3://b/root?adapter=opendal&endpoint=http://127.0.0.1:1",
+        "gs://b/root?endpoint=http://127.0.0.1:1",
+        "azblob://c?account=acct&endpoint=http://127.0.0.1:1",
+    ] {
+        let ok = Storage::from_url_opts(url, [("timeout", "90s"), ("connect_timeout", "2s")]);
+        assert!(ok.is_ok(), "{url}: {ok:?}");
+        let m = refused_with(url, &[("timeout", "soon")]);
+        assert!(m.contains("must be a duration"), "{url}: {m}");
+    }
+}
+
 #[test]
 fn the_module_docs_name_every_option() {
     let docs: String = include_str!("url.rs")

@@ -228,11 +228,25 @@ impl Wal {
     /// ([`ObjectStorage::remove_leftovers`](crate::ObjectStorage::remove_leftovers):
     /// a local directory's temporary files of dead processes); a failure to
     /// do so is logged, not fatal. [`WalReader::open`] never does.
+    ///
+    /// Right after it claims its epoch it proves that the store honours
+    /// create-if-absent (its fence, created again with other bytes, must
+    /// answer "already exists"); a store that answers "created" fails the
+    /// open with a permanent [`Error::Storage`] naming that behaviour,
+    /// before anything is written under `objects/` (README, "Stores").
+    ///
+    /// Every storage request it makes has the deadline
+    /// [`Config::request_timeout`] (30 s by default), the checks before the
+    /// claim included: on a store that stops answering it fails with a
+    /// retryable error instead of waiting forever.
     pub async fn open(storage: Storage, prefix: &str, config: Config) -> Result<Wal, Error> {
         runtime::require("Wal::open")?;
         config.validate()?;
         let prefix = Prefix::new(prefix)?;
         let span = tracing::info_span!("open", prefix = %prefix);
+        // Every request of the open and of the store's life, the checks
+        // before the claim included, has the deadline.
+        let storage = storage.with_request_timeout(config.request_timeout);
         if !config.create_if_missing {
             open_mode::require_log(&storage, &prefix)
                 .instrument(span.clone())
@@ -248,7 +262,6 @@ impl Wal {
 
     async fn open_in(storage: Storage, prefix: Prefix, config: Config) -> Result<Wal, Error> {
         let started = Instant::now();
-        let storage = storage.with_request_timeout(config.request_timeout);
         let retry = retry::RetryPolicy::new(&config, 0);
         // Claim the epoch before listing anything (rfcs/0006, "Open").
         let mut epoch = fence::claim_epoch(&storage, &prefix, 0, &retry).await?;

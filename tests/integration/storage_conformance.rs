@@ -340,6 +340,16 @@ mod checks {
         assert!(s.list("p/").await.unwrap().is_empty());
     }
 
+    /// The check `Wal::open` and `objwal verify` make (issue 29, item 8):
+    /// a second create of a key with other bytes answers "already exists";
+    /// the scratch key is deleted after.
+    pub async fn the_create_if_absent_check_passes(s: Storage) {
+        use objwal::storage::create_check::{check_scratch, Verdict};
+        let verdict = check_scratch(&s, "p/create-check").await;
+        assert!(matches!(verdict, Verdict::Honoured), "{verdict:?}");
+        assert!(s.list("p/").await.unwrap().is_empty());
+    }
+
     /// Errors must say which kind they are (used by S3 cases: a missing
     /// bucket is not retryable).
     pub fn is_permanent(kind: StorageErrorKind) -> bool {
@@ -372,6 +382,7 @@ macro_rules! conformance {
             case!(listings_are_ordered_isolated_and_sized);
             case!(deletes_are_idempotent);
             case!(long_and_unusual_keys_work);
+            case!(the_create_if_absent_check_passes);
         }
     };
 }

@@ -15,10 +15,19 @@
 //! never agree) is `UNREADABLE`, a problem but not damage; one deleted
 //! after the listing (collected by a live writer) is skipped.
 //!
+//! 3. Whether the store honours create-if-absent, as `Wal::open` proves it
+//!    (objwal::storage::create_check): a scratch key outside every log's
+//!    prefix, at the store's root (`objwal-create-check-<pid>-<nanos>`), is
+//!    created, created again with other bytes (the answer must be "already
+//!    exists"), and deleted. The only write of `verify`, and never under
+//!    the prefix; a store that refuses the write (read-only credentials)
+//!    leaves the property unchecked, which is said, not a failure.
+//!
 //! Keys under `objects/` that are not object keys are listed as foreign and
 //! ignored, as recovery ignores them. Prints one line per finding and a
-//! summary; exits 1 on any damage, any unreadable or unreplayed object or
-//! a recovery failure. Never writes.
+//! summary; exits 1 on any damage, any unreadable or unreplayed object, a
+//! recovery failure, or a store that ignores conditional creates. Writes
+//! nothing under the prefix.
 
 use std::collections::HashSet;
 
@@ -115,13 +124,43 @@ pub async fn run(prefix: &str, args: VerifyArgs) -> CliResult {
         total - damaged - foreign - unreadable - gone
     );
     out!("{}", health.line());
+    let honours = create_if_absent(&storage).await;
     if damaged > 0 || unreadable > 0 || !health.is_ok() {
         return Err(CliError::Failed(format!(
             "{damaged} of {total} objects are damaged{unsettled}; {}",
             health.line()
         )));
     }
-    Ok(())
+    honours
+}
+
+/// The create-if-absent check on a scratch key outside every prefix: one
+/// line, and an error when the store ignores conditional creates.
+async fn create_if_absent(storage: &Storage) -> CliResult {
+    use objwal::storage::create_check::{check_scratch, Verdict};
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    let key = format!("objwal-create-check-{}-{nanos}", std::process::id());
+    match check_scratch(storage, &key).await {
+        Verdict::Honoured => {
+            out!(
+                "create-if-absent: OK (a second create of the scratch key {key} answered \
+                 \"already exists\"; the key was deleted)"
+            );
+            Ok(())
+        }
+        Verdict::Ignored(e) => {
+            out!("UNSAFE {e}");
+            Err(CliError::Failed(
+                "the store does not honour create-if-absent: objwal must not write to it".into(),
+            ))
+        }
+        Verdict::Unknown(e) => {
+            out!("create-if-absent: not checked (the check's requests failed: {e})");
+            Ok(())
+        }
+    }
 }
 
 async fn check(
@@ -205,5 +244,53 @@ mod tests {
         storage.delete(&meta.key).await.unwrap();
         let (_, outcome) = check(&storage, &prefix, meta, &none).await;
         assert!(matches!(outcome, Outcome::Gone), "{outcome:?}");
+    }
+
+    /// A store that overwrites on every create and answers `New`.
+    #[derive(Debug)]
+    struct Overwriting(objwal::storage::MemoryStorage);
+
+    #[async_trait::async_trait]
+    impl ObjectStorage for Overwriting {
+        async fn create(
+            &self,
+            key: &str,
+            data: bytes::Bytes,
+        ) -> Result<objwal::Created, objwal::StorageError> {
+            self.0.delete(key).await?;
+            self.0.create(key, data).await?;
+            Ok(objwal::Created::New)
+        }
+
+        async fn read(
+            &self,
+            key: &str,
+            range: std::ops::Range<u64>,
+        ) -> Result<bytes::Bytes, objwal::StorageError> {
+            self.0.read(key, range).await
+        }
+
+        async fn list(&self, prefix: &str) -> Result<Vec<ObjectMeta>, objwal::StorageError> {
+            self.0.list(prefix).await
+        }
+
+        async fn delete(&self, key: &str) -> Result<(), objwal::StorageError> {
+            self.0.delete(key).await
+        }
+    }
+
+    /// Issue 29, item 8: `verify` fails on a store that ignores
+    /// conditional creates, passes on one that honours them, and leaves
+    /// nothing behind either way.
+    #[tokio::test]
+    async fn the_create_check_fails_a_store_that_overwrites() {
+        let inner = objwal::storage::MemoryStorage::new();
+        let overwriting = Storage::new(Overwriting(inner.clone()));
+        let result = create_if_absent(&overwriting).await;
+        assert!(matches!(result, Err(CliError::Failed(_))), "{result:?}");
+        assert!(inner.list("").await.unwrap().is_empty());
+        let honest = Storage::new(objwal::storage::MemoryStorage::new());
+        assert!(create_if_absent(&honest).await.is_ok());
+        assert!(honest.list("").await.unwrap().is_empty());
     }
 }

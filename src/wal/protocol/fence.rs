@@ -18,6 +18,13 @@
 //! more. The fence of `e + 1` is read once, by an opener at the end of
 //! its open. Only conditional creates and reads are needed, so every
 //! backend fences.
+//!
+//! All of it rests on create-if-absent, so the claim proves it before the
+//! open writes anything else: the fence just claimed is created again with
+//! other bytes, and the store must answer "already exists"
+//! ([`crate::storage::create_check`]). A store that answers "created"
+//! fails the open with a permanent storage error naming that behaviour:
+//! one create per open, and nothing under `objects/` is written first.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -39,6 +46,10 @@ const PLAUSIBLE_FENCE_SLACK: u64 = 64;
 /// Creates a claim tries before it gives up (each is a loss to another
 /// opener, or a racing request on the same key).
 const CLAIM_ATTEMPTS: usize = 16;
+
+/// Second creates of the fence a claim tries while they fail without
+/// teaching anything (a transient error, the fence still ours).
+const PROOF_ATTEMPTS: usize = 3;
 
 /// What a fence create achieved.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -130,8 +141,10 @@ pub(crate) async fn claim_epoch(
     let mut backoff = retry.backoff();
     for _ in 0..CLAIM_ATTEMPTS {
         let key = prefix.fence_key(epoch);
-        match create_fence(storage, &key, fence_bytes(epoch)).await? {
+        let bytes = fence_bytes(epoch);
+        match create_fence(storage, &key, bytes.clone()).await? {
             Claim::Won => {
+                prove_create_if_absent(storage, &key, epoch, &bytes, retry).await?;
                 tracing::info!(epoch, "claimed the epoch; older processes are fenced");
                 return Ok(epoch);
             }
@@ -156,6 +169,43 @@ pub(crate) async fn claim_epoch(
     Err(Error::recovery(format!(
         "could not claim an epoch after {CLAIM_ATTEMPTS} attempts: other processes keep opening this prefix"
     )))
+}
+
+/// Proves that the store honours create-if-absent, on the fence of `epoch`
+/// this opener just created with `held` at `key`: a second create with
+/// other bytes must answer "already exists". A store that answers
+/// "created" is refused (a permanent storage error naming it); a check
+/// that fails without teaching anything is repeated after `retry`'s delay,
+/// [`PROOF_ATTEMPTS`] times in all, then its error is returned.
+async fn prove_create_if_absent(
+    storage: &Storage,
+    key: &str,
+    epoch: u64,
+    held: &Bytes,
+    retry: &RetryPolicy,
+) -> Result<(), Error> {
+    use crate::storage::create_check::{second_create, Verdict};
+    let mut backoff = retry.backoff();
+    let mut attempts = 0;
+    loop {
+        attempts += 1;
+        let then = "Wal::open refused the store before writing anything under objects/ (only \
+                    its fence was written). ";
+        match second_create(storage, key, held, fence_bytes(epoch), then).await {
+            Verdict::Honoured => return Ok(()),
+            Verdict::Ignored(error) => {
+                tracing::error!(key, %error, "the store does not honour create-if-absent");
+                return Err(error);
+            }
+            Verdict::Unknown(error) if error.is_retryable() && attempts < PROOF_ATTEMPTS => {
+                let delay = backoff.fail();
+                tracing::info!(key, %error, ?delay,
+                    "the create-if-absent check failed without an answer; repeating it");
+                tokio::time::sleep(delay).await;
+            }
+            Verdict::Unknown(error) => return Err(error),
+        }
+    }
 }
 
 /// An opener's closing read: whether a newer process already claimed the

@@ -51,7 +51,7 @@ impl WalReader {
     ///
     /// | setting | effect on a reader |
     /// | --- | --- |
-    /// | `request_timeout` | every storage request that does not answer in time fails with a retryable error |
+    /// | `request_timeout` | every storage request that does not answer in time fails with a retryable error; a follower whose requests keep failing that long ends with one |
     /// | `recovery_concurrency` | tails read at once by this open |
     /// | `on_damaged_object` | whether a damaged object fails this open or is left out as holes |
     /// | `on_corrupted_segment` | whether a read skips a corrupted segment (a hole) or fails |
@@ -78,6 +78,7 @@ impl WalReader {
                 max_interval: config.follow_max_interval,
                 damage_policy: config.on_damaged_object,
                 listing_concurrency: config.recovery_concurrency,
+                give_up: config.request_timeout,
             },
             read: ReadContext {
                 metrics,

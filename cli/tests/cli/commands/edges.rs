@@ -155,8 +155,10 @@ fn tree(root: &std::path::Path) -> Vec<(String, Option<Vec<u8>>)> {
 
 /// Issue 18, item 9: `inspect`, `verify` and `dump` removed a dead
 /// process's temporary file from a directory store (the file backend's
-/// open cleaned up). A read-only tool creates, deletes and renames nothing;
-/// only a writer's open (and `repair --yes`) cleans up.
+/// open cleaned up). A read-only tool creates, deletes and renames nothing
+/// (`verify` creates and deletes one scratch key at the store's root, to
+/// check create-if-absent: the tree is the same after it); only a writer's
+/// open (and `repair --yes`) cleans up.
 #[tokio::test]
 async fn read_only_tools_leave_a_store_byte_for_byte_unchanged() {
     let dir = tempfile::tempdir().unwrap();

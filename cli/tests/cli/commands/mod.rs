@@ -145,6 +145,12 @@ async fn inspect_verify_and_dump_show_what_the_library_wrote() {
     assert_exit(&o, 0);
     assert!(stdout(&o).contains("3 entries"), "{}", stdout(&o));
     assert!(stdout(&o).contains("0 damaged"), "{}", stdout(&o));
+    // Issue 29, item 8: verify proves create-if-absent on a scratch key.
+    assert!(
+        stdout(&o).contains("create-if-absent: OK"),
+        "{}",
+        stdout(&o)
+    );
 
     let o = objwal(&["--prefix", "t", "dump", &store, "--region", "1"]);
     assert_exit(&o, 0);

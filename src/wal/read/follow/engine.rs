@@ -130,6 +130,10 @@ pub(crate) struct Settings {
     pub(crate) max_interval: Duration,
     pub(crate) damage_policy: DamagePolicy,
     pub(crate) listing_concurrency: usize,
+    /// How long transient failures may last, without a step that
+    /// succeeds, before the follower ends with the last one (`None`:
+    /// never): one `request_timeout`.
+    pub(crate) give_up: Option<Duration>,
 }
 
 /// The engine.
@@ -159,6 +163,10 @@ pub(crate) struct Engine {
     catch_up: Option<u64>,
     out: VecDeque<Item>,
     ended: bool,
+    /// When the current streak of failed steps began (its first failure).
+    failing_since: Option<Instant>,
+    /// Whether the step running now failed.
+    step_failed: bool,
 }
 
 /// What a new engine starts from.
@@ -223,6 +231,8 @@ impl Engine {
             catch_up: None,
             out: VecDeque::new(),
             ended: false,
+            failing_since: None,
+            step_failed: false,
         }
     }
 
@@ -247,14 +257,18 @@ impl Engine {
         if self.ended {
             return;
         }
+        self.step_failed = false;
         if self.backfill.is_none() && !self.queued.is_empty() {
             self.start_backfill();
         }
         if self.backfill.is_some() {
             self.backfill_step().await;
-            return;
+        } else {
+            self.tail_step().await;
         }
-        self.tail_step().await;
+        if !self.step_failed {
+            self.failing_since = None;
+        }
     }
 
     fn drain_control(&mut self) {
@@ -331,8 +345,25 @@ impl Engine {
     }
 
     /// A request failed: a transient failure is waited out and the step
-    /// repeated; anything else ends the follower.
+    /// repeated, until failures have lasted `give_up` with no step
+    /// succeeding (a store that stopped answering: the caller is told);
+    /// anything else ends the follower.
     async fn failed(&mut self, error: Error) {
+        self.step_failed = true;
+        let now = Instant::now();
+        let since = *self.failing_since.get_or_insert(now);
+        if let Some(limit) = self.settings.give_up.filter(|l| now - since >= *l) {
+            tracing::error!(prefix = %self.prefix, %error, ?limit,
+                "a follower's requests kept failing for request_timeout; it stops");
+            let reason = format!(
+                "{error}; the follower's requests kept failing for {:?} (request_timeout), so it \
+                 stopped: follow again from its positions()",
+                now - since
+            );
+            return self.fail(Error::Storage {
+                source: crate::storage::StorageError::transient(reason),
+            });
+        }
         if error.is_retryable() {
             tracing::warn!(prefix = %self.prefix, %error, "a follower's request failed; repeating it");
             let delay = self.schedule.delay(Instant::now());

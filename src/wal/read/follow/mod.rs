@@ -72,8 +72,11 @@ pub(crate) enum Event {
 /// - any other `Err`: the follower cannot go on (a storage failure that
 ///   does not pass, a corrupted segment under `CorruptionPolicy::Fail`, a
 ///   damaged object under `DamagePolicy::Fail`); it is the last item.
-///   Transient failures are not items: the follower waits and asks again.
-///   To resume, follow again from [`positions`](Self::positions).
+///   Transient failures are not items: the follower waits and asks again,
+///   until its requests have kept failing for one `request_timeout` (30 s
+///   by default) with none succeeding, a store that stopped answering: it
+///   then ends with that retryable error (never, with `request_timeout =
+///   "off"`). To resume, follow again from [`positions`](Self::positions).
 ///
 /// Entries that cannot be yielded are holes ([`holes`](Self::holes)),
 /// logged and counted, and the stream goes on: a segment still corrupted

@@ -7,8 +7,16 @@
 //! prefix, takes at most [`PASS_LIMIT`] keys below the boundary and deletes
 //! them, at most [`DELETES_IN_FLIGHT`] at a time, in a background task; the
 //! append path never waits for it. A failed delete is counted, logged and
-//! retried by a later pass. Nothing is collected after stop or poison, and a
-//! stop waits for a pass in flight.
+//! retried by a later pass. Nothing is collected after stop or poison. A
+//! stop waits for a pass in flight at most one `request_timeout` (30 s by
+//! default), then abandons it ([`Actor::abandon_collection`]): on a store
+//! that stops answering, a pass of 256 deletes would otherwise hold the
+//! stop for 64 timeouts. An abandoned delete is harmless: it is of a key
+//! below a reclaim boundary that an indexed object carries, which no
+//! process creates at again and no reader needs (recovery and reads
+//! already meet objects that a live writer's collection deletes under
+//! them); whether it lands or not, the next writer's first pass lists
+//! every key below the boundary and deletes what is left.
 //!
 //! An idle store still collects: when the boundary it would write now is
 //! ahead of the durable one and indexed objects lie below it, a tick writes
@@ -61,6 +69,8 @@ pub(super) struct Collector {
     deleted: BTreeSet<u64>,
     /// When collection runs again (a retry, or the idle tick).
     pub(super) tick_at: Option<Instant>,
+    /// When a stop stops waiting for the pass in flight.
+    pub(super) abandon_at: Option<Instant>,
     /// Settle markers: never deleted.
     keep: std::sync::Arc<BTreeSet<u64>>,
 }
@@ -75,6 +85,7 @@ impl Collector {
             collecting_below: first,
             deleted: BTreeSet::new(),
             tick_at: None,
+            abandon_at: None,
             keep: std::sync::Arc::new(keep),
         }
     }
@@ -156,6 +167,37 @@ impl Actor {
             // failed pass waits for its retry tick instead.
             self.maybe_collect();
         }
+    }
+
+    /// A stop began: the pass in flight, if any, is waited for at most
+    /// one request timeout.
+    pub(super) fn bound_collection_at_stop(&mut self) {
+        if !self.collector.passes.is_empty() {
+            let grace = self
+                .config
+                .request_timeout
+                .unwrap_or(crate::config::DEFAULT_REQUEST_TIMEOUT);
+            self.collector.abandon_at = Some(Instant::now() + grace);
+        }
+    }
+
+    /// The stop waited long enough for the pass in flight: abort it. What
+    /// it did not delete is garbage the next writer's first pass deletes
+    /// (see the module docs for why a delete left in flight is harmless).
+    pub(super) fn abandon_collection(&mut self) {
+        self.collector.abandon_at = None;
+        if self.collector.passes.is_empty() {
+            return;
+        }
+        tracing::warn!(
+            prefix = %self.prefix,
+            "stop abandons the collection pass in flight (its requests did not answer); \
+             the next writer collects what it left"
+        );
+        for pass in self.collector.passes.iter() {
+            pass.abort();
+        }
+        self.collector.passes = FuturesUnordered::new();
     }
 
     fn retry_collect_later(&mut self) {

@@ -371,6 +371,7 @@ impl Actor {
             let seal_at = self.seal_at;
             let kept_at = self.kept.deadline;
             let collect_at = self.collector.tick_at;
+            let abandon_at = self.collector.abandon_at;
             // Only until it passes: afterwards a create starts as soon as a
             // slot is free, on the event that frees it (a due timer would spin).
             let now = Instant::now();
@@ -397,6 +398,7 @@ impl Actor {
                 () = sleep_until(retry_at), if retry_at.is_some() => {}
                 () = sleep_until(barriers_at), if barriers_at.is_some() => self.refuse_barriers(),
                 () = sleep_until(collect_at), if collect_at.is_some() => self.on_collect_tick(),
+                () = sleep_until(abandon_at), if abandon_at.is_some() => self.abandon_collection(),
             }
         }
     }

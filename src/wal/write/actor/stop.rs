@@ -8,7 +8,9 @@
 //! then the backlog is dropped and stop reports how much was given up
 //! (`Error::Lost`, or `Error::Fenced` naming what was never made durable).
 //! Appends held back by the enqueued bounds were never admitted: they get
-//! the stopped error. Stop returns once nothing is in flight.
+//! the stopped error. Stop returns once nothing is in flight, except a
+//! collection pass, which it waits for at most one `request_timeout` and
+//! then abandons (`collect.rs` says why that is harmless).
 
 use tokio::time::Instant;
 
@@ -29,6 +31,7 @@ impl Actor {
             attempts_left: self.retry.stop_attempts,
             final_sealed: false,
         });
+        self.bound_collection_at_stop();
         if self.poisoned.is_some() {
             return;
         }
