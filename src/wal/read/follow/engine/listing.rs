@@ -216,7 +216,7 @@ impl Engine {
             return;
         };
         let next = rules::next_key(place.sequence, place.jump());
-        if self.blocked || present.contains_key(&next) {
+        if self.blocked.is_some() || present.contains_key(&next) {
             return;
         }
         let beyond = summaries
