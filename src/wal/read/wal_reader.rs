@@ -65,10 +65,13 @@ impl WalReader {
     /// | `replay_concurrency`, `replay_buffer_bytes` | reads in flight and bytes held by `read` and `replay` |
     /// | `follow_interval`, `follow_max_interval` | how often a [`follow`](Self::follow)er polls |
     ///
+    /// | `retry_initial_delay`, `retry_max_delay`, `retry_jitter`, `stop_attempts` | a read of an object's tail that fails transiently during the open is repeated with these delays, up to `stop_attempts` tries |
+    ///
     /// The other settings govern writing (batching, acknowledgement,
-    /// creates, their retries, collection, flush requests) and do not apply
-    /// to a reader, which writes nothing and retries nothing: a failed
-    /// request is returned to the caller, who may repeat the call.
+    /// creates, collection, flush requests) and do not apply to a reader,
+    /// which writes nothing and, past its open's tail reads, retries
+    /// nothing: a failed request is returned to the caller, who may repeat
+    /// the call.
     ///
     /// A prefix that holds no log (no object, no fence of an opener) fails
     /// with [`Error::NoLog`], naming the prefixes of the store that hold

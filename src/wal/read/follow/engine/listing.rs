@@ -47,7 +47,7 @@ impl Engine {
                 let key = prefix.object_key(sequence);
                 (
                     sequence,
-                    examine(storage, &key, size, sequence, window).await,
+                    examine(storage, &key, size, sequence, window, None).await,
                 )
             })
             .buffer_unordered(self.settings.listing_concurrency.max(1))
