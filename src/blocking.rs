@@ -30,7 +30,8 @@
 //! [`as_async`](Wal::as_async) (an async [`crate::Wal`] on the same actor,
 //! usable from any tokio runtime) or `tokio::task::spawn_blocking`. Dropping
 //! the last handle inside async code is fine too (its runtime is shut down
-//! in the background).
+//! in the background), and an open that fails there returns its error like
+//! anywhere else.
 //!
 //! # Example: a small synchronous engine
 //!
@@ -97,14 +98,21 @@ struct Inner {
     wal: crate::Wal,
     handle: Handle,
     /// Shut down (without waiting) when the last clone is dropped.
-    runtime: Option<Runtime>,
+    _runtime: OwnedRuntime,
 }
 
-impl Drop for Inner {
+/// A runtime this module owns, shut down without waiting when dropped.
+///
+/// Dropping a [`Runtime`] waits for its tasks, which tokio forbids (a
+/// panic) on a thread that runs async code; `shutdown_background` may be
+/// called anywhere. Every runtime the handle receives or builds is wrapped
+/// at once, so no path (a handle dropped, an open that fails early or
+/// late) drops one the panicking way.
+struct OwnedRuntime(Option<Runtime>);
+
+impl Drop for OwnedRuntime {
     fn drop(&mut self) {
-        // `shutdown_background` may be called anywhere, async code included
-        // (dropping a `Runtime` there panics).
-        if let Some(runtime) = self.runtime.take() {
+        if let Some(runtime) = self.0.take() {
             runtime.shutdown_background();
         }
     }
@@ -121,6 +129,9 @@ impl std::fmt::Debug for Wal {
 impl Wal {
     /// Opens the log under `prefix` as [`crate::Wal::open`] does, on a new
     /// multi-thread runtime of two worker threads that this handle owns.
+    /// A failed open returns its error ([`Error::NoLog`], a fenced or
+    /// unreachable store, a bad configuration), also when called from
+    /// async code.
     pub fn open(storage: Storage, prefix: &str, config: Config) -> Result<Wal, Error> {
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(WORKER_THREADS)
@@ -140,6 +151,9 @@ impl Wal {
     /// runtime with timers and I/O enabled (`Builder::enable_all`): a
     /// current-thread runtime runs tasks only inside its `block_on`, which
     /// nothing would call, and is refused.
+    ///
+    /// A failed open returns its error wherever it is called (async code
+    /// included): the runtime is then shut down without waiting.
     pub fn open_with_runtime(
         runtime: Runtime,
         storage: Storage,
@@ -147,6 +161,7 @@ impl Wal {
         config: Config,
     ) -> Result<Wal, Error> {
         let handle = runtime.handle().clone();
+        let runtime = OwnedRuntime(Some(runtime));
         if handle.runtime_flavor() != RuntimeFlavor::MultiThread {
             return Err(Error::invalid(
                 "objwal::blocking::Wal needs a multi-thread runtime: a current-thread runtime \
@@ -161,7 +176,7 @@ impl Wal {
             inner: Arc::new(Inner {
                 wal,
                 handle,
-                runtime: Some(runtime),
+                _runtime: runtime,
             }),
         })
     }

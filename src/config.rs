@@ -171,8 +171,8 @@ pub struct Config {
     /// per second. More early seals: lower latency for a light load, more
     /// requests (on S3, more PUTs per second when the load is light).
     pub early_seals: EarlySeals,
-    /// The first delay before a failed create is repeated; it
-    /// doubles per failure up to `retry_max_delay`.
+    /// The first delay before a failed create (or an open's failed tail
+    /// read) is repeated; it doubles per failure up to `retry_max_delay`.
     #[serde(with = "humantime_serde")]
     pub retry_initial_delay: Duration,
     /// The longest delay between repeats of a failed request.
@@ -183,7 +183,9 @@ pub struct Config {
     /// instance.
     pub retry_jitter: bool,
     /// Attempts a stop gives a failed create before it gives up and
-    /// reports `Lost`.
+    /// reports `Lost`. An open gives a request it must repeat as many tries
+    /// (a settle marker's create, a read of an object's tail that failed
+    /// transiently) before it fails.
     pub stop_attempts: u32,
     /// A storage request that has not answered after this long fails with a
     /// transient error and is handled like any failure: the writer reads a

@@ -75,13 +75,16 @@ pub enum Error {
     },
 
     /// `Wal::open` with [`Config::create_if_missing`](crate::Config::create_if_missing)
-    /// `false` found no log under the prefix (no object and no fence): a
-    /// mistyped prefix, or a store that is not the one meant. Nothing was
-    /// written. Fix the prefix or the storage, or open with
-    /// `create_if_missing = true` to start a new log there.
+    /// `false`, or [`WalReader::open`](crate::WalReader::open), found no log
+    /// under the prefix (no object and no fence): a mistyped prefix, or a
+    /// store that is not the one meant. Nothing was written. Fix the prefix
+    /// or the storage; or start a new log there (`Wal::open` with
+    /// `create_if_missing = true`), or follow one that has not started yet
+    /// ([`WalReader::open_or_empty`](crate::WalReader::open_or_empty)).
     #[error(
-        "no log under prefix {prefix:?} and create_if_missing is false, so none was started \
-         (nothing was written); {}", crate::storage::keys::describe_logs(.existing, *.at_root)
+        "no log under prefix {prefix:?}, and none was started (nothing was written: \
+         create_if_missing is false, or a reader opened it); {}",
+        crate::storage::keys::describe_logs(.existing, *.at_root)
     )]
     NoLog {
         /// The prefix asked for.

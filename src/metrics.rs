@@ -65,7 +65,8 @@ pub const UNREPLAYED_OBJECTS: &str = "objwal_unreplayed_objects";
 pub const HEDGED_CREATES_TOTAL: &str = "objwal_hedged_creates_total";
 
 /// Suffix reads a follower made to ask for the next key of the log (one GET
-/// each, whether an object was there or not).
+/// each, whether an object was there or not), or for the fence of the next
+/// opener while no poll of the next key can tell where the log goes on.
 pub const FOLLOW_POLLS_TOTAL: &str = "objwal_follow_polls_total";
 /// Ranged reads a follower made besides its polls (segments, footers, the
 /// tails of listed objects).
@@ -152,7 +153,7 @@ pub fn describe() {
     );
     describe_counter!(
         FOLLOW_POLLS_TOTAL,
-        "reads of the next key by followers (one GET each, found or not)"
+        "reads of the next key (or the next opener's fence) by followers, one GET each"
     );
     describe_counter!(
         FOLLOW_READS_TOTAL,

@@ -21,7 +21,7 @@ use std::ops::Range;
 
 use bytes::Bytes;
 
-use super::{Created, ObjectMeta, ObjectStorage, Storage, StorageError};
+use super::{Created, ObjectMeta, ObjectStorage, Storage, StorageError, Suffix};
 
 /// Suffixes of names that do not resolve on the public internet.
 const PRIVATE_SUFFIXES: &[&str] = &[
@@ -103,6 +103,10 @@ impl ObjectStorage for SelfHosted {
 
     async fn read(&self, key: &str, range: Range<u64>) -> Result<Bytes, StorageError> {
         self.inner.read(key, range).await
+    }
+
+    async fn read_suffix(&self, key: &str, len: u64) -> Result<Suffix, StorageError> {
+        self.inner.read_suffix(key, len).await
     }
 
     async fn list(&self, prefix: &str) -> Result<Vec<ObjectMeta>, StorageError> {
@@ -190,6 +194,45 @@ mod tests {
         assert_eq!(free.list("").await.unwrap().len(), 1);
         free.delete("k").await.unwrap();
         assert!(free.list("").await.unwrap().is_empty());
+    }
+
+    /// Issue 30, item 5 (b): the wrapper did not pass `read_suffix` on, so
+    /// on MinIO or any loopback endpoint every poll of a follower was the
+    /// trait's default. An idle follower through it costs what the README
+    /// promises: one read per wait, 9 listings in the first idle hour.
+    #[tokio::test(start_paused = true)]
+    async fn an_idle_follower_through_a_self_hosted_store_reads_once_a_wait() {
+        use futures::StreamExt;
+
+        let faulty = crate::storage::fault::FaultyStorage::new(Storage::new(
+            crate::storage::MemoryStorage::new(),
+        ));
+        let free = unless_self_hosted(faulty.storage(), Some("http://127.0.0.1:9000"));
+        let config = crate::Config {
+            flush_interval: std::time::Duration::from_millis(10),
+            ..crate::Config::default()
+        };
+        let wal = crate::Wal::open(free.clone(), "t", config.clone())
+            .await
+            .unwrap();
+        wal.append(vec![(1, Bytes::from_static(b"x"))])
+            .await
+            .unwrap();
+        let reader = crate::WalReader::open(free, "t", config).await.unwrap();
+        let mut follower = reader.follow([(1, 0)]);
+        let first = tokio::time::timeout(std::time::Duration::from_secs(30), follower.next())
+            .await
+            .unwrap();
+        assert!(matches!(first, Some(Ok(_))), "{first:?}");
+        let consumer = tokio::spawn(async move { while follower.next().await.is_some() {} });
+        faulty.reset_counts();
+        tokio::time::sleep(std::time::Duration::from_secs(3600)).await;
+        let idle = faulty.counts();
+        let (reads, lists) = (idle.read.requests, idle.list.requests);
+        assert!((3550..=3620).contains(&(reads + lists)), "{idle:?}");
+        assert!(lists <= 9, "{idle:?}");
+        consumer.abort();
+        wal.stop().await.unwrap();
     }
 
     /// A store that keeps the trait's default: billed.

@@ -40,11 +40,14 @@ mod object_store;
 #[cfg(feature = "opendal")]
 mod opendal;
 mod rooted;
+mod suffix;
 mod timeout;
 mod url;
 
 #[cfg(any(test, feature = "testing"))]
 pub mod fault;
+#[cfg(test)]
+pub(crate) mod forwarding_tests;
 #[cfg(any(test, feature = "testing"))]
 pub mod power_loss;
 
@@ -280,14 +283,31 @@ impl StorageError {
 ///
 /// Implement it to plug in any backend; wrap the implementation with
 /// [`Storage::new`]. Every method may be called concurrently.
+///
+/// A backend implements the four required methods; the provided ones
+/// (`read_suffix`, `charges_per_request`, `remove_leftovers`) have correct
+/// defaults that a backend overrides when it can do better. A *wrapper*
+/// around another store must pass every provided method on to it, or the
+/// default silently replaces what the inner store does (the built-in
+/// wrappers are checked by `src/storage/forwarding_tests.rs`, which a new
+/// provided method joins).
 #[async_trait::async_trait]
 pub trait ObjectStorage: Send + Sync + fmt::Debug + 'static {
     /// Creates `key` with `data` only if it does not exist. `Created::New`
     /// promises the bytes are durable.
     async fn create(&self, key: &str, data: Bytes) -> Result<Created, StorageError>;
 
-    /// Reads the bytes of `key` in `range`. A range that ends past the object's
-    /// end is an error (objwal always knows object sizes from listings).
+    /// Reads the bytes of `key` in `range`; a missing key is
+    /// [`StorageError::not_found`].
+    ///
+    /// A range that ends past the object's end may be answered either way:
+    /// with the bytes the object holds in it (fewer than asked, as an HTTP
+    /// range request is answered), or with an error. objwal asks for such a
+    /// range only through the provided [`read_suffix`](Self::read_suffix),
+    /// which learns an object's size from a short answer and lists the key
+    /// when it gets an error instead. Every other range objwal asks for lies
+    /// within the object, and [`Storage`] treats an answer of another
+    /// length as a transient error (invariant S3).
     async fn read(&self, key: &str, range: Range<u64>) -> Result<Bytes, StorageError>;
 
     /// Lists every object whose key starts with `prefix`, in ascending key order.
@@ -305,20 +325,18 @@ pub trait ObjectStorage: Send + Sync + fmt::Debug + 'static {
     /// its size: a missing key costs one cheap read that misses
     /// (not-found), never a listing.
     ///
-    /// The default lists `key` to learn its size, then reads the range (two
-    /// requests, one a listing): correct for any backend, and what an
-    /// outside backend that does not override it pays per poll. The
-    /// built-in backends and adapters override it.
+    /// The default never lists a missing key: it reads `0..len`, so a key
+    /// that is not there costs one read (not-found), and an object of up to
+    /// `len` bytes comes whole in that read when the backend answers a
+    /// range past the end short (see [`read`](Self::read)). A longer
+    /// object is read on in growing ranges until an answer comes short. A
+    /// backend that answers a range past the end with an error gets a
+    /// listing of the key and a read of its end instead (only when the
+    /// key exists). Correct for any backend; a backend that can answer a
+    /// suffix range in one request (S3's `Range: bytes=-len`) should
+    /// override it, as the built-in backends and adapters do.
     async fn read_suffix(&self, key: &str, len: u64) -> Result<Suffix, StorageError> {
-        let size = self
-            .list(key)
-            .await?
-            .into_iter()
-            .find(|m| m.key == key)
-            .map(|m| m.size)
-            .ok_or_else(|| StorageError::not_found(key))?;
-        let data = self.read(key, size.saturating_sub(len)..size).await?;
-        Ok(Suffix { data, size })
+        suffix::read_suffix(self, key, len).await
     }
 
     /// Whether each request has a price (and a round trip) worth saving: a

@@ -22,8 +22,13 @@ fn on_a_thread<T: Send + 'static>(body: impl FnOnce() -> T + Send + 'static) -> 
     std::thread::spawn(move || {
         let _ = tx.send(body());
     });
-    rx.recv_timeout(DEADLINE)
-        .expect("the blocking calls did not return: deadlocked")
+    match rx.recv_timeout(DEADLINE) {
+        Ok(answer) => answer,
+        Err(mpsc::RecvTimeoutError::Timeout) => {
+            panic!("the blocking calls did not return: deadlocked")
+        }
+        Err(mpsc::RecvTimeoutError::Disconnected) => panic!("the thread panicked (above)"),
+    }
 }
 
 fn texts(entries: impl Iterator<Item = Result<objwal::Entry, Error>>) -> Vec<String> {
@@ -183,4 +188,181 @@ fn the_blocking_engine_example_keeps_every_put_across_a_restart() {
     // shard 3 dropped.
     let replayed: Vec<(u64, usize)> = replayed.into_iter().collect();
     assert_eq!(replayed, [(0, 4), (1, 0), (2, 10)]);
+}
+
+/// A store whose every fence claim is followed at once by a newer
+/// process's claim (the fence of the next epoch): the open is fenced at
+/// its closing check.
+#[derive(Debug)]
+struct OvertakenAtOnce {
+    inner: Storage,
+}
+
+#[async_trait::async_trait]
+impl objwal::ObjectStorage for OvertakenAtOnce {
+    async fn create(
+        &self,
+        key: &str,
+        data: bytes::Bytes,
+    ) -> Result<objwal::Created, objwal::StorageError> {
+        let created = self.inner.create(key, data.clone()).await?;
+        if let Some((dir, epoch)) = key
+            .strip_suffix(".fence")
+            .and_then(|k| k.rsplit_once('/'))
+            .and_then(|(dir, epoch)| Some((dir, epoch.parse::<u64>().ok()?)))
+        {
+            let newer = format!("{dir}/{:020}.fence", epoch + 1);
+            self.inner.create(&newer, data).await?;
+        }
+        Ok(created)
+    }
+    async fn read(
+        &self,
+        key: &str,
+        range: std::ops::Range<u64>,
+    ) -> Result<bytes::Bytes, objwal::StorageError> {
+        self.inner.read(key, range).await
+    }
+    async fn list(&self, prefix: &str) -> Result<Vec<objwal::ObjectMeta>, objwal::StorageError> {
+        self.inner.list(prefix).await
+    }
+    async fn delete(&self, key: &str) -> Result<(), objwal::StorageError> {
+        self.inner.delete(key).await
+    }
+}
+
+/// Every way an open of the blocking handle fails, each with a check of
+/// the error it must return.
+#[allow(clippy::type_complexity, reason = "a table of cases")]
+fn failing_opens() -> Vec<(
+    &'static str,
+    Box<dyn FnOnce() -> Result<Wal, Error>>,
+    fn(&Error) -> bool,
+)> {
+    let no_log = Config {
+        create_if_missing: false,
+        ..Config::default()
+    };
+    let bad_config = Config {
+        stop_attempts: 0,
+        ..Config::default()
+    };
+    let unreachable = crate::common::faulty_memory();
+    unreachable.fail_next(
+        objwal::storage::fault::Op::List,
+        "",
+        usize::MAX,
+        objwal::storage::StorageErrorKind::Transient,
+    );
+    let overtaken = Storage::new(OvertakenAtOnce {
+        inner: Storage::new(MemoryStorage::new()),
+    });
+    let current_thread = || {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap()
+    };
+    let multi_thread = || {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap()
+    };
+    let memory = || Storage::new(MemoryStorage::new());
+    vec![
+        (
+            "no log",
+            Box::new(move || Wal::open(memory(), "t", no_log)),
+            |e| matches!(e, Error::NoLog { .. }),
+        ),
+        (
+            "no log, own runtime",
+            Box::new(move || {
+                let config = Config {
+                    create_if_missing: false,
+                    ..Config::default()
+                };
+                Wal::open_with_runtime(multi_thread(), memory(), "t", config)
+            }),
+            |e| matches!(e, Error::NoLog { .. }),
+        ),
+        (
+            "bad config",
+            Box::new(move || Wal::open(memory(), "t", bad_config)),
+            |e| matches!(e, Error::InvalidConfig { .. }),
+        ),
+        (
+            "bad prefix",
+            Box::new(move || Wal::open(memory(), "../t", Config::default())),
+            |e| matches!(e, Error::InvalidArgument { .. }),
+        ),
+        (
+            "fenced",
+            Box::new(move || Wal::open(overtaken, "t", Config::default())),
+            Error::is_fenced,
+        ),
+        (
+            "unreachable store",
+            Box::new(move || Wal::open(unreachable.storage(), "t", Config::default())),
+            Error::is_retryable,
+        ),
+        (
+            "current-thread runtime",
+            Box::new(move || {
+                Wal::open_with_runtime(current_thread(), memory(), "t", Config::default())
+            }),
+            |e| matches!(e, Error::InvalidArgument { .. }),
+        ),
+    ]
+}
+
+/// Runs every failing open and checks that each returned its error.
+fn every_failing_open_returns_its_error() {
+    let mut wrong = Vec::new();
+    for (name, open, expected) in failing_opens() {
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(open)) {
+            Ok(Ok(_)) => wrong.push(format!("{name}: opened")),
+            Ok(Err(e)) if expected(&e) => {}
+            Ok(Err(e)) => wrong.push(format!("{name}: unexpected error {e:?}")),
+            Err(_) => wrong.push(format!("{name}: panicked instead of returning its error")),
+        }
+    }
+    assert!(wrong.is_empty(), "{wrong:#?}");
+}
+
+/// Issue 30, item 4: a failed open dropped the handle's runtime on the
+/// calling thread, which panics ("Cannot drop a runtime in a context where
+/// blocking is not allowed") inside async code. From a plain thread.
+#[test]
+fn a_failed_blocking_open_returns_its_error_on_a_plain_thread() {
+    on_a_thread(every_failing_open_returns_its_error);
+}
+
+/// The same, inside a current-thread runtime's `block_on`.
+#[test]
+fn a_failed_blocking_open_returns_its_error_inside_block_on() {
+    on_a_thread(|| {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap()
+            .block_on(async { every_failing_open_returns_its_error() })
+    });
+}
+
+/// The same, on a worker thread of a multi-thread runtime.
+#[test]
+fn a_failed_blocking_open_returns_its_error_on_a_runtime_worker() {
+    on_a_thread(|| {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime
+            .block_on(runtime.spawn(async { every_failing_open_returns_its_error() }))
+            .unwrap();
+    });
 }

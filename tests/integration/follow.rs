@@ -840,3 +840,302 @@ async fn a_takeover_goes_on_when_the_other_node_is_fenced() {
     assert_eq!(payloads(&got), ["r0", "r1", "r2", "r3", "r4"]);
     b_node.stop().await.unwrap();
 }
+
+/// A backend outside the crate that implements only the four required
+/// methods (`read_suffix` is the trait's default), in memory, counting its
+/// reads and listings. A range that ends past an object's end is answered
+/// short (`short`, as an HTTP range request is) or refused: the trait
+/// allows both.
+#[derive(Debug)]
+struct FourMethods {
+    objects: std::sync::Mutex<BTreeMap<String, Bytes>>,
+    short: bool,
+    reads: std::sync::atomic::AtomicU64,
+    lists: std::sync::atomic::AtomicU64,
+}
+
+impl FourMethods {
+    fn new(short: bool) -> Arc<Self> {
+        Arc::new(FourMethods {
+            objects: Default::default(),
+            short,
+            reads: 0.into(),
+            lists: 0.into(),
+        })
+    }
+
+    /// (reads, listings) since the last call.
+    fn take_counts(&self) -> (u64, u64) {
+        (
+            self.reads.swap(0, Ordering::SeqCst),
+            self.lists.swap(0, Ordering::SeqCst),
+        )
+    }
+}
+
+#[async_trait::async_trait]
+impl ObjectStorage for FourMethods {
+    async fn create(
+        &self,
+        key: &str,
+        data: Bytes,
+    ) -> Result<objwal::Created, objwal::StorageError> {
+        let mut objects = self.objects.lock().unwrap();
+        if objects.contains_key(key) {
+            return Ok(objwal::Created::AlreadyExists);
+        }
+        objects.insert(key.to_owned(), data);
+        Ok(objwal::Created::New)
+    }
+    async fn read(
+        &self,
+        key: &str,
+        range: std::ops::Range<u64>,
+    ) -> Result<Bytes, objwal::StorageError> {
+        self.reads.fetch_add(1, Ordering::SeqCst);
+        let objects = self.objects.lock().unwrap();
+        let data = objects
+            .get(key)
+            .ok_or_else(|| objwal::StorageError::not_found(key))?;
+        let size = data.len() as u64;
+        if range.end > size && !(self.short && range.start < size) {
+            return Err(objwal::StorageError::permanent("range not satisfiable").with_key(key));
+        }
+        Ok(data.slice(range.start as usize..range.end.min(size) as usize))
+    }
+    async fn list(&self, prefix: &str) -> Result<Vec<objwal::ObjectMeta>, objwal::StorageError> {
+        self.lists.fetch_add(1, Ordering::SeqCst);
+        let objects = self.objects.lock().unwrap();
+        Ok(objects
+            .range(prefix.to_owned()..)
+            .take_while(|(k, _)| k.starts_with(prefix))
+            .map(|(k, v)| objwal::ObjectMeta {
+                key: k.clone(),
+                size: v.len() as u64,
+            })
+            .collect())
+    }
+    async fn delete(&self, key: &str) -> Result<(), objwal::StorageError> {
+        self.objects.lock().unwrap().remove(key);
+        Ok(())
+    }
+}
+
+/// Drives `follower` in a task (as a standby's loop would), counting its
+/// items.
+fn consume(
+    mut follower: Follower,
+) -> (
+    tokio::task::JoinHandle<()>,
+    Arc<std::sync::atomic::AtomicU64>,
+) {
+    let seen = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let counter = seen.clone();
+    let task = tokio::spawn(async move {
+        while let Some(item) = follower.next().await {
+            item.unwrap();
+            counter.fetch_add(1, Ordering::SeqCst);
+        }
+    });
+    (task, seen)
+}
+
+/// Waits (within the deadline) until `seen` reaches `n`.
+async fn until_seen(seen: &std::sync::atomic::AtomicU64, n: u64) {
+    within(async {
+        while seen.load(Ordering::SeqCst) < n {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await;
+}
+
+/// Issue 30, item 5 (c): the trait's default `read_suffix` listed the key,
+/// so an outside backend that implements only the four required methods
+/// paid a listing per poll (14 in 3 idle seconds, measured from outside).
+/// Now an idle follower on it costs what the README promises: one read per
+/// wait (the defaults: 100 ms growing to 1 s) and 9 listings in the first
+/// idle hour. While the writer appends, a backend that answers a range
+/// past the end short costs one read per landed object and no listing; one
+/// that refuses such a range, a listing per landed object.
+#[tokio::test(start_paused = true)]
+async fn an_idle_follower_on_a_backend_with_only_the_four_methods_lists_nine_times_an_hour() {
+    for short in [true, false] {
+        idle_hour_on_four_methods(short).await;
+    }
+}
+
+async fn idle_hour_on_four_methods(short: bool) {
+    let config = Config {
+        flush_interval: Duration::from_millis(10),
+        ..Config::default()
+    };
+    let outside = FourMethods::new(short);
+    let storage = Storage::from_arc(outside.clone());
+    let wal = open(&storage, config.clone()).await;
+    wal.append(vec![(1, b("x"))]).await.unwrap();
+    let reader = within(WalReader::open(storage.clone(), PREFIX, config.clone()))
+        .await
+        .unwrap();
+    let (consumer, seen) = consume(reader.follow([(1, 0)]));
+    until_seen(&seen, 1).await;
+    // A few appends land (the writer's own requests are counted too: it
+    // lists nothing while it appends).
+    outside.take_counts();
+    for i in 0..5 {
+        wal.append(vec![(1, b(&format!("{i}")))]).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    until_seen(&seen, 6).await;
+    let (reads, lists) = outside.take_counts();
+    let per_object = if short { 0 } else { 1 };
+    assert_eq!(
+        lists,
+        5 * per_object,
+        "short {short}: {reads} reads, {lists} listings"
+    );
+
+    tokio::time::sleep(Duration::from_secs(3600)).await;
+    let (reads, lists) = outside.take_counts();
+    assert!(
+        (3550..=3620).contains(&(reads + lists)),
+        "short {short}: {reads} reads, {lists} listings"
+    );
+    assert!(lists <= 9, "short {short}: {reads} reads, {lists} listings");
+    consumer.abort();
+    wal.stop().await.unwrap();
+}
+
+/// A store on which a newer process's open dies between its settle marker
+/// and its start object: every create of an object after the marker never
+/// answers.
+#[derive(Debug)]
+struct DiesAfterMarker {
+    inner: Storage,
+    marker: String,
+}
+
+#[async_trait::async_trait]
+impl ObjectStorage for DiesAfterMarker {
+    async fn create(
+        &self,
+        key: &str,
+        data: Bytes,
+    ) -> Result<objwal::Created, objwal::StorageError> {
+        if key.contains("/objects/") && key != self.marker {
+            std::future::pending::<()>().await;
+        }
+        self.inner.create(key, data).await
+    }
+    async fn read(
+        &self,
+        key: &str,
+        range: std::ops::Range<u64>,
+    ) -> Result<Bytes, objwal::StorageError> {
+        self.inner.read(key, range).await
+    }
+    async fn read_suffix(
+        &self,
+        key: &str,
+        len: u64,
+    ) -> Result<objwal::Suffix, objwal::StorageError> {
+        self.inner.read_suffix(key, len).await
+    }
+    async fn list(&self, prefix: &str) -> Result<Vec<objwal::ObjectMeta>, objwal::StorageError> {
+        self.inner.list(prefix).await
+    }
+    async fn delete(&self, key: &str) -> Result<(), objwal::StorageError> {
+        self.inner.delete(key).await
+    }
+}
+
+/// Issue 30, item 5 (a): after a newer process died between its settle
+/// marker and its start object, an idle follower listed the prefix once a
+/// wait (3,600 listings an hour) until someone opened it again. Now it
+/// lists 9 times in that first hour and reads the next opener's fence once
+/// a wait; when a process opens the prefix at last, the follower finds its
+/// chain within seconds and goes on. Counted on the fault wrapper over
+/// memory and over backends with only the four required methods.
+#[tokio::test(start_paused = true)]
+async fn a_newer_process_dead_between_its_marker_and_its_start_object_costs_nine_listings_an_hour()
+{
+    // A backend that refuses a range past the end costs one listing more:
+    // the size of the settle marker its poll found.
+    for (backend, most_lists) in [
+        ("memory", 9),
+        ("four methods, short", 9),
+        ("four methods, refusing", 10),
+    ] {
+        dead_opener_hour(backend, most_lists).await;
+    }
+}
+
+async fn dead_opener_hour(backend: &str, most_lists: u64) {
+    let config = Config {
+        flush_interval: Duration::from_millis(10),
+        ..Config::default()
+    };
+    let store = match backend {
+        "memory" => Storage::new(objwal::storage::MemoryStorage::new()),
+        _ => Storage::from_arc(FourMethods::new(backend.ends_with("short"))),
+    };
+    let wal = open(&store, config.clone()).await;
+    let a = wal.append(vec![(1, b("a"))]).await.unwrap()[0];
+    wal.stop().await.unwrap();
+
+    let counted = FaultyStorage::new(store.clone());
+    let reader = within(WalReader::open(counted.storage(), PREFIX, config.clone()))
+        .await
+        .unwrap();
+    let (consumer, seen) = consume(reader.follow([(1, 0)]));
+    until_seen(&seen, 1).await;
+
+    // The newer process: its fence, its settle marker at the follower's
+    // next key, then nothing.
+    let marker = format!(
+        "{PREFIX}/objects/{:020}.wal",
+        objwal::format::sequence_of(a) + 1
+    );
+    let dying = Storage::new(DiesAfterMarker {
+        inner: store.clone(),
+        marker: marker.clone(),
+    });
+    let open_task = tokio::spawn({
+        let config = config.clone();
+        async move { Wal::open(dying, PREFIX, config).await.map(|_| ()) }
+    });
+    within(async {
+        while store.read_suffix(&marker, 64).await.is_err() {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+    })
+    .await;
+    open_task.abort();
+    let _ = open_task.await;
+    counted.reset_counts();
+
+    tokio::time::sleep(Duration::from_secs(3600)).await;
+    let idle = counted.counts();
+    let (reads, lists) = (idle.read.requests, idle.list.requests);
+    assert!(
+        lists <= most_lists,
+        "{backend}: {reads} reads, {lists} listings"
+    );
+    assert!(
+        (3550..=3650).contains(&(reads + lists)),
+        "{backend}: {reads} reads, {lists} listings"
+    );
+
+    // Someone opens the prefix again: the follower goes on within seconds.
+    let wal = open(&store, config.clone()).await;
+    wal.append(vec![(1, b("b"))]).await.unwrap();
+    let before = tokio::time::Instant::now();
+    until_seen(&seen, 2).await;
+    assert!(
+        before.elapsed() <= Duration::from_secs(3),
+        "{backend}: found the new writer after {:?}",
+        before.elapsed()
+    );
+    consumer.abort();
+    wal.stop().await.unwrap();
+}

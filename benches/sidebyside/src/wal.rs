@@ -15,7 +15,9 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use objwal::storage::FileStorage;
-use objwal::{AckMode, Config, Created, ObjectMeta, ObjectStorage, Storage, StorageError, Wal};
+use objwal::{
+    AckMode, Config, Created, ObjectMeta, ObjectStorage, Storage, StorageError, Suffix, Wal,
+};
 
 use crate::stats::{percentile_ms, Run};
 use crate::{rows_of, Workload};
@@ -42,6 +44,10 @@ impl ObjectStorage for Sizes {
         self.inner.read(key, range).await
     }
 
+    async fn read_suffix(&self, key: &str, len: u64) -> Result<Suffix, StorageError> {
+        self.inner.read_suffix(key, len).await
+    }
+
     async fn list(&self, prefix: &str) -> Result<Vec<ObjectMeta>, StorageError> {
         self.inner.list(prefix).await
     }
@@ -52,6 +58,10 @@ impl ObjectStorage for Sizes {
 
     fn charges_per_request(&self) -> bool {
         self.inner.charges_per_request()
+    }
+
+    async fn remove_leftovers(&self, prefix: &str) -> Result<(), StorageError> {
+        self.inner.remove_leftovers(prefix).await
     }
 }
 

@@ -186,6 +186,10 @@ impl ObjectStorage for Counting {
     fn charges_per_request(&self) -> bool {
         self.latency.is_remote() || self.inner.charges_per_request()
     }
+
+    async fn remove_leftovers(&self, prefix: &str) -> Result<(), StorageError> {
+        self.inner.remove_leftovers(prefix).await
+    }
 }
 
 #[cfg(test)]

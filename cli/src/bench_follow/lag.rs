@@ -86,6 +86,12 @@ impl ObjectStorage for Landing {
     async fn delete(&self, key: &str) -> Result<(), StorageError> {
         self.inner.delete(key).await
     }
+    fn charges_per_request(&self) -> bool {
+        self.inner.charges_per_request()
+    }
+    async fn remove_leftovers(&self, prefix: &str) -> Result<(), StorageError> {
+        self.inner.remove_leftovers(prefix).await
+    }
 }
 
 /// A library error, as a failure of `what`.

@@ -21,6 +21,7 @@ use crate::catalog::{Catalog, IndexedObject};
 use crate::error::Error;
 use crate::format::{self, Header, Link, SegmentIndex, TailDecode};
 use crate::storage::{ObjectStorage, Storage, StorageError};
+use crate::wal::protocol::retry::{Backoff, RetryPolicy};
 
 use super::damage::{Damage, DamagedObject, UnreplayedObject};
 use super::tail::{check_plausible, read_tail_sized, RecoveredObject, TailWindow, TAIL_WINDOW};
@@ -81,37 +82,49 @@ enum Look {
 /// no second look confirms within [`LOOKS`] is a retryable error: recovery
 /// neither trusts the object nor calls it damaged (under
 /// `on_damaged_object = "quarantine"` damage means holes and, once the
-/// boundary passes it, deletion). A failed request (an answer cut short is
-/// one: `Storage::read` refuses it) is returned as it is, retryable when it
-/// is: it says nothing of the object, and the caller repeats the open.
+/// boundary passes it, deletion).
+///
+/// A failed request says nothing of the object's bytes (an answer cut
+/// short is one: `Storage::read` refuses it). With `retry` (an open), a
+/// transient failure is repeated after the policy's delay, up to its
+/// `stop_attempts` tries, and does not count as a look; then, or when it
+/// is not transient, or without `retry` (a follower, which repeats its own
+/// step), it is returned as it is.
 pub(crate) async fn examine(
     storage: &Storage,
     key: &str,
     size: u64,
     sequence: u64,
     window: &TailWindow,
+    retry: Option<&RetryPolicy>,
 ) -> Result<Option<Examined>, Error> {
     // Every look reads the same ranges: the same bytes fail the same way.
     let window_len = size.min(window.len());
     let mut failures: Vec<String> = Vec::new();
     let mut last: Option<Error> = None;
-    for look in 1..=LOOKS {
+    let mut repeats = Repeats::new(retry);
+    let mut look = 0;
+    while look < LOOKS {
         let (error, misplaced) =
             match look_once(storage, key, size, sequence, window_len, window).await {
                 Look::Intact(object) => {
                     if let Some(error) = &last {
-                        tracing::warn!(key, look, %error,
+                        tracing::warn!(key, look = look + 1, %error,
                         "an object's tail failed a read, then read intact: a read gone wrong \
                          in transit, not damage");
                     }
                     return Ok(Some(Examined::Intact(object)));
                 }
                 Look::Gone => return Ok(None),
-                // A failed request says nothing of the bytes: the caller
-                // repeats the open (retries stay in one place).
-                Look::Failed(e) => return Err(e),
+                // A failed request says nothing of the bytes: repeated (not
+                // a look), or the error.
+                Look::Failed(e) => {
+                    repeats.after(key, e).await?;
+                    continue;
+                }
                 Look::Damaged { error, misplaced } => (error, misplaced),
             };
+        look += 1;
         let failure = error.to_string();
         if !failures.contains(&failure) {
             failures.push(failure);
@@ -121,7 +134,12 @@ pub(crate) async fn examine(
         let (header, segments) = if misplaced {
             (None, None)
         } else {
-            learn(storage, key, size, sequence).await?
+            loop {
+                match learn(storage, key, size, sequence).await {
+                    Ok(learned) => break learned,
+                    Err(e) => repeats.after(key, e).await?,
+                }
+            }
         };
         return Ok(Some(Examined::Damaged(Damaged {
             key: key.to_owned(),
@@ -140,6 +158,39 @@ pub(crate) async fn examine(
         ))
         .with_key(key),
     })
+}
+
+/// The repeats of the failed requests of one examination.
+struct Repeats<'a> {
+    retry: Option<&'a RetryPolicy>,
+    backoff: Option<Backoff>,
+}
+
+impl<'a> Repeats<'a> {
+    fn new(retry: Option<&'a RetryPolicy>) -> Self {
+        Repeats {
+            retry,
+            backoff: retry.map(RetryPolicy::backoff),
+        }
+    }
+
+    /// After request failed with `error`: waits the policy's delay when
+    /// the failure is transient and tries are left (the caller repeats the
+    /// request), else the error.
+    async fn after(&mut self, key: &str, error: Error) -> Result<(), Error> {
+        let transient = matches!(&error, Error::Storage { source } if source.is_transient());
+        let (Some(retry), Some(backoff)) = (self.retry, self.backoff.as_mut()) else {
+            return Err(error);
+        };
+        if !transient || backoff.failures() + 1 >= retry.stop_attempts {
+            return Err(error);
+        }
+        let delay = backoff.fail();
+        tracing::info!(key, %error, ?delay, tries = backoff.failures(),
+            "a read of an object's tail failed; repeating it");
+        tokio::time::sleep(delay).await;
+        Ok(())
+    }
 }
 
 /// One look at an object's tail, reading the last `window_len` bytes.

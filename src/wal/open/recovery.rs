@@ -145,9 +145,11 @@ async fn recover_once(storage: &Storage, prefix: &Prefix, config: &Config) -> Re
     let present: BTreeSet<u64> = keyed.iter().map(|(sequence, _)| *sequence).collect();
     let window = TailWindow::default();
     let window = &window;
+    // A tail read that fails transiently is repeated (issue 30, item 7).
+    let retry = &RetryPolicy::new(config, 0);
     let read: Vec<Option<(u64, Examined)>> = futures::stream::iter(keyed)
         .map(|(sequence, meta)| async move {
-            match examine(storage, &meta.key, meta.size, sequence, window).await? {
+            match examine(storage, &meta.key, meta.size, sequence, window, Some(retry)).await? {
                 Some(examined) => Ok::<_, Error>(Some((sequence, examined))),
                 // Listed, then gone: collected by a writer still running.
                 None => {

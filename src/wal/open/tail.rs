@@ -221,11 +221,13 @@ pub(crate) async fn look(
     // One look failed: recovery's rule decides (damage only when two looks
     // agree).
     use super::quarantine::{examine, Examined};
-    Ok(match examine(storage, key, size, sequence, window).await? {
-        None => Looked::Missing,
-        Some(Examined::Intact(object)) => Looked::Intact(object),
-        Some(Examined::Damaged(damaged)) => Looked::Damaged(Box::new(damaged)),
-    })
+    Ok(
+        match examine(storage, key, size, sequence, window, None).await? {
+            None => Looked::Missing,
+            Some(Examined::Intact(object)) => Looked::Intact(object),
+            Some(Examined::Damaged(damaged)) => Looked::Damaged(Box::new(damaged)),
+        },
+    )
 }
 
 impl RecoveredObject {

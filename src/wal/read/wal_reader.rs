@@ -2,6 +2,13 @@
 //! catalog as a writer's does (the open path) but writes nothing: no start
 //! object, no fencing of a live writer. Its reads, replays and followers
 //! run on that frozen catalog.
+//!
+//! A prefix that holds no log is refused with [`Error::NoLog`] (naming the
+//! prefixes that do, as `Wal::open` with `create_if_missing = false`): a
+//! mistyped prefix is not an empty log. [`WalReader::open_or_empty`] opens
+//! it as an empty log instead, for a follower started before its writer.
+//! The check costs nothing on a prefix with objects: recovery's listing
+//! already says it holds a log; only an empty listing looks further.
 
 use std::sync::Arc;
 
@@ -14,7 +21,7 @@ use crate::metrics::StoreMetrics;
 use crate::storage::keys::Prefix;
 use crate::storage::Storage;
 use crate::wal::open::damage::Damage;
-use crate::wal::open::recovery;
+use crate::wal::open::{open_mode, recovery};
 use crate::wal::read::source::{Holes, ReadContext};
 use crate::wal::read::{follow, reader, traced};
 use crate::wal::{Entry, Hole};
@@ -58,15 +65,63 @@ impl WalReader {
     /// | `replay_concurrency`, `replay_buffer_bytes` | reads in flight and bytes held by `read` and `replay` |
     /// | `follow_interval`, `follow_max_interval` | how often a [`follow`](Self::follow)er polls |
     ///
+    /// | `retry_initial_delay`, `retry_max_delay`, `retry_jitter`, `stop_attempts` | a read of an object's tail that fails transiently during the open is repeated with these delays, up to `stop_attempts` tries |
+    ///
     /// The other settings govern writing (batching, acknowledgement,
-    /// creates, their retries, collection, flush requests) and do not apply
-    /// to a reader, which writes nothing and retries nothing: a failed
-    /// request is returned to the caller, who may repeat the call.
+    /// creates, collection, flush requests) and do not apply to a reader,
+    /// which writes nothing and, past its open's tail reads, retries
+    /// nothing: a failed request is returned to the caller, who may repeat
+    /// the call.
+    ///
+    /// A prefix that holds no log (no object, no fence of an opener) fails
+    /// with [`Error::NoLog`], naming the prefixes of the store that hold
+    /// one, as [`Wal::open`](crate::Wal::open) does with
+    /// `create_if_missing = false`: a mistyped prefix is not an empty log.
+    /// To follow a log that has not started yet, use
+    /// [`open_or_empty`](Self::open_or_empty).
     pub async fn open(storage: Storage, prefix: &str, config: Config) -> Result<WalReader, Error> {
+        Self::open_in(storage, prefix, config, true).await
+    }
+
+    /// Opens `prefix` as [`open`](Self::open) does, except that a prefix
+    /// that holds no log yet opens as an empty log instead of failing with
+    /// [`Error::NoLog`]: its reads yield nothing, and its
+    /// [`follow`](Self::follow)ers wait for the first writer to open the
+    /// prefix, then follow it from its first entry. For a standby or a
+    /// change-data consumer that may start before the writer.
+    ///
+    /// ```
+    /// # async fn demo() -> Result<(), objwal::Error> {
+    /// use objwal::{Config, Storage, WalReader};
+    /// let storage = Storage::from_url("memory://")?;
+    /// let reader = WalReader::open_or_empty(storage, "node-7", Config::default()).await?;
+    /// let follower = reader.follow([(1, 0)]); // yields region 1 once node-7 writes it
+    /// # drop(follower);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn open_or_empty(
+        storage: Storage,
+        prefix: &str,
+        config: Config,
+    ) -> Result<WalReader, Error> {
+        Self::open_in(storage, prefix, config, false).await
+    }
+
+    async fn open_in(
+        storage: Storage,
+        prefix: &str,
+        config: Config,
+        require_log: bool,
+    ) -> Result<WalReader, Error> {
         config.validate()?;
         let prefix = Prefix::new(prefix)?;
         let storage = storage.with_request_timeout(config.request_timeout);
         let recovered = recovery::recover_with(&storage, &prefix, &config).await?;
+        if require_log && recovered.present.is_empty() {
+            // No object listed: a log only if an opener claimed it.
+            open_mode::require_log(&storage, &prefix).await?;
+        }
         let metrics = StoreMetrics::new(prefix.as_str());
         recovered.damage.set_gauges(&metrics);
         Ok(WalReader {

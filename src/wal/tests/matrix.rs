@@ -371,14 +371,29 @@ async fn list_fails_at_open() {
 async fn tail_read_fails_at_open() {
     let t = Bench::new("m-tail", config());
     let wal = t.open().await;
-    wal.append(vec![(1, b("a"))]).await.unwrap();
+    let ids = wal.append(vec![(1, b("a"))]).await.unwrap();
     wal.stop().await.unwrap();
+    let key = t.key(format::sequence_of(ids[0]));
     let objects = t.sequences().await;
+    // One transient failure is repeated (issue 30, item 7)...
     t.faulty
-        .fail_next(Op::Read, "objects/", 1, StorageErrorKind::Transient);
+        .fail_next(Op::Read, &key, 1, StorageErrorKind::Transient);
+    let wal = t.open().await;
+    assert_eq!(read(&wal, 1).await, ["a"]);
+    wal.stop().await.unwrap();
+    // ...one that lasts through the policy's tries fails the open.
+    let objects_before = t.sequences().await;
+    let tries = config().stop_attempts as usize;
+    t.faulty
+        .fail_next(Op::Read, &key, tries, StorageErrorKind::Transient);
     let err = t.try_open().await.unwrap_err();
     assert!(err.is_retryable(), "{err}");
-    assert_eq!(t.sequences().await, objects, "no start object written");
+    assert_eq!(
+        t.sequences().await,
+        objects_before,
+        "no start object written"
+    );
+    assert!(objects_before.len() > objects.len());
     assert_eq!(read(&t.open().await, 1).await, ["a"]);
 }
 
@@ -402,7 +417,13 @@ async fn footer_fetch_fails_at_open() {
     assert!(footer_offset < size - crate::wal::open::tail::TailWindow::default().len());
     fail.offset
         .store(footer_offset, std::sync::atomic::Ordering::SeqCst);
+    // One failure is repeated (issue 30, item 7); one that lasts through
+    // the policy's tries fails the open.
     fail.remaining.store(1, std::sync::atomic::Ordering::SeqCst);
+    t.open().await.stop().await.unwrap();
+    let tries = config().stop_attempts as usize;
+    fail.remaining
+        .store(tries, std::sync::atomic::Ordering::SeqCst);
     let err = t.try_open().await.unwrap_err();
     assert!(
         err.is_retryable() && err.to_string().contains("footer"),

@@ -21,9 +21,15 @@ async fn a_wrong_prefix_or_a_file_for_a_directory_is_said_plainly() {
             "{command}: {err}"
         );
     }
-    let o = objwal(&["--prefix", "typo", "dump", &store, "--region", "1"]);
-    assert_exit(&o, 2);
-    assert!(stderr(&o).contains("--prefix t"), "{}", stderr(&o));
+    for command in ["dump", "tail"] {
+        let o = objwal(&["--prefix", "typo", command, &store, "--region", "1"]);
+        assert_exit(&o, 2);
+        assert!(
+            stderr(&o).contains("--prefix t"),
+            "{command}: {}",
+            stderr(&o)
+        );
+    }
     let empty = tempfile::tempdir().unwrap();
     let o = objwal(&["inspect", &url(empty.path())]);
     assert_exit(&o, 2);

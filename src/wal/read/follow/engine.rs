@@ -16,7 +16,11 @@
 //!   known from the poll, its wanted segments read, the poll of the key
 //!   after it started at once); nothing there is a wait (`schedule`); anything else (a
 //!   settle marker, another process's object) means a newer process
-//!   walked the run: a listing follows;
+//!   walked the run: a listing follows, and until a listing finds where
+//!   the log goes on (the newer process's start object) the follower is
+//!   *blocked*: listings spaced by [`Listings`], and between them one read
+//!   a wait of the fence the next opener claims (as while the prefix holds
+//!   no chain yet);
 //! - a **listing** (`listing`): the tails of the listed objects
 //!   it does not know, chain selection over them and the path (the path's
 //!   oldest object standing as a root), and the tip's chain taken in from
@@ -43,7 +47,7 @@ use crate::error::Error;
 use crate::format::{self, Link};
 use crate::metrics::FollowMetrics;
 use crate::storage::keys::Prefix;
-use crate::storage::Storage;
+use crate::storage::{ObjectStorage, Storage};
 use crate::wal::open::damage::Damage;
 use crate::wal::open::tail::{RecoveredObject, TailWindow};
 use crate::wal::protocol::rules;
@@ -52,7 +56,7 @@ use crate::wal::{Entry, Hole};
 use crate::{EntryId, RegionId};
 
 use super::poll::{poll, Polled};
-use super::schedule::Schedule;
+use super::schedule::{Listings, Schedule};
 
 mod backfill;
 mod listing;
@@ -69,6 +73,14 @@ pub(crate) const PATH_LEN: usize = 64;
 /// Tails of objects off the chain (settle markers, orphans) remembered, so
 /// that listings do not read them again.
 const OTHERS_KEPT: usize = 1024;
+
+/// Fences one look for a newer opener reads at most (each one found, a
+/// process that claimed an epoch, moves the look to the next).
+const FENCE_LOOKS: usize = 16;
+
+/// What a look at a fence asks for: more than a fence holds, so that a
+/// backend without suffix reads answers it in one read.
+const FENCE_LOOK_LEN: u64 = 4096;
 
 /// What the engine hands the [`Follower`](super::Follower).
 #[derive(Debug)]
@@ -123,6 +135,21 @@ struct Wanted {
     generation: u64,
 }
 
+/// A state no poll of the next key can end: the next key holds an object
+/// that does not continue the chain (a newer process's settle marker whose
+/// start object has not landed: an open in progress, or one that died
+/// between the two), or the prefix holds no chain yet (or no key is left).
+/// Listings find where the log goes on, spaced by [`Listings`]; between
+/// them each wait looks at the fence the next opener claims (epochs are
+/// dense, and every opener creates its epoch's fence before it writes
+/// anything: rfcs/0006), one read that misses while nobody opens.
+#[derive(Debug)]
+struct Blocked {
+    listings: Listings,
+    /// The epoch whose fence the next opener claims.
+    watch: u64,
+}
+
 /// Settings of a follower, from its reader's configuration.
 #[derive(Debug, Clone)]
 pub(crate) struct Settings {
@@ -157,9 +184,9 @@ pub(crate) struct Engine {
     /// The poll of the key after the place, started when the place was
     /// taken in.
     ahead: Option<(u64, Task<Result<Polled, Error>>)>,
-    /// The next key holds an object that does not continue the chain:
-    /// list until a listing moves the place.
-    blocked: bool,
+    /// No poll of the next key can tell where the log goes on: list (on
+    /// [`Listings`]' schedule) until a listing moves the place.
+    blocked: Option<Blocked>,
     catch_up: Option<u64>,
     out: VecDeque<Item>,
     ended: bool,
@@ -227,7 +254,7 @@ impl Engine {
             backfill: None,
             queued,
             ahead: None,
-            blocked: false,
+            blocked: None,
             catch_up: None,
             out: VecDeque::new(),
             ended: false,
@@ -340,7 +367,11 @@ impl Engine {
             self.out.push_back(Item::CaughtUp(token));
             return;
         }
-        let delay = self.schedule.delay(Instant::now());
+        let now = Instant::now();
+        let mut delay = self.schedule.delay(now);
+        if let Some(blocked) = &self.blocked {
+            delay = delay.min(blocked.listings.until_due(now));
+        }
         self.wait(delay).await;
     }
 
@@ -383,14 +414,21 @@ impl Engine {
 
     async fn tail_step(&mut self) {
         let now = Instant::now();
+        if self.blocked.is_some() {
+            return self.blocked_step(now).await;
+        }
         let Some(place) = self.place() else {
             // No chain yet: only a listing can find one.
+            self.block(now);
             return self.listing_step(now).await;
         };
         let next = rules::next_key(place.sequence, place.jump());
         let at = (place.sequence, place.epoch);
-        let check = self.catch_up.is_none() && self.schedule.check_due(now);
-        if self.blocked || check || next > format::MAX_SEQUENCE {
+        if next > format::MAX_SEQUENCE {
+            self.block(now);
+            return self.listing_step(now).await;
+        }
+        if self.catch_up.is_none() && self.schedule.check_due(now) {
             return self.listing_step(now).await;
         }
         let polled = match self.ahead.take() {
@@ -408,7 +446,7 @@ impl Engine {
                     tracing::info!(prefix = %self.prefix, key = next,
                         "the next key holds an object that does not continue the chain: listing");
                     self.others.insert(next, landed.object);
-                    self.blocked = true;
+                    self.block(now);
                     self.listing_step(now).await;
                 }
             }
@@ -424,7 +462,7 @@ impl Engine {
                     // Where it stands is unknown: a listing may tell.
                     tracing::warn!(prefix = %self.prefix, key = %damaged.key, error = %damaged.error,
                         "the next key holds a damaged object: listing");
-                    self.blocked = true;
+                    self.block(now);
                     self.listing_step(now).await;
                 }
             }
@@ -435,12 +473,81 @@ impl Engine {
     async fn listing_step(&mut self, now: Instant) {
         match self.resolve().await {
             Ok(true) => {
-                self.blocked = false;
+                self.blocked = None;
                 self.schedule.landed(now);
             }
-            Ok(false) => self.idle().await,
+            Ok(false) => {
+                let newest = self.newest_epoch();
+                if let Some(blocked) = &mut self.blocked {
+                    blocked.watch = blocked.watch.max(newest + 1);
+                }
+                self.idle().await;
+            }
             Err(error) => self.failed(error).await,
         }
+    }
+
+    /// Enters a state no poll can end, at `now`, with a listing made at
+    /// once by the caller.
+    fn block(&mut self, now: Instant) {
+        if self.blocked.is_none() {
+            self.blocked = Some(Blocked {
+                listings: Listings::new(self.settings.interval, now),
+                watch: self.newest_epoch() + 1,
+            });
+        }
+    }
+
+    /// A step while no poll can tell where the log goes on: a listing when
+    /// one is due (or a catch-up asks), else a look for a newer opener.
+    async fn blocked_step(&mut self, now: Instant) {
+        let due = self.catch_up.is_some()
+            || self
+                .blocked
+                .as_mut()
+                .is_some_and(|blocked| blocked.listings.due(now));
+        if due {
+            return self.listing_step(now).await;
+        }
+        match self.look_for_opener(now).await {
+            Ok(()) => self.idle().await,
+            Err(error) => self.failed(error).await,
+        }
+    }
+
+    /// Reads the fence the next opener claims: one read that misses while
+    /// nobody opens the prefix. A fence there (a process began opening it)
+    /// starts the listings over, and the look moves to the next epoch.
+    async fn look_for_opener(&mut self, now: Instant) -> Result<(), Error> {
+        let Some(blocked) = self.blocked.as_mut() else {
+            return Ok(());
+        };
+        let mut found = false;
+        for _ in 0..FENCE_LOOKS {
+            let key = self.prefix.fence_key(blocked.watch);
+            match self.storage.read_suffix(&key, FENCE_LOOK_LEN).await {
+                Err(e) if e.is_not_found() => break,
+                Err(e) if e.is_transient() => return Err(e.into()),
+                // There (whatever it holds: only its presence counts).
+                Ok(_) | Err(_) => {
+                    found = true;
+                    blocked.watch += 1;
+                }
+            }
+        }
+        if found {
+            tracing::info!(prefix = %self.prefix, epoch = blocked.watch - 1,
+                "a newer process is opening the prefix: listing again soon");
+            blocked.listings.restart(now);
+        }
+        Ok(())
+    }
+
+    /// The newest epoch of any object the follower knows.
+    fn newest_epoch(&self) -> u64 {
+        let on_path = self.path.values().map(|s| s.epoch);
+        let others = self.others.values().map(|o| o.tail.header().epoch);
+        on_path.chain(others).max().unwrap_or(0)
     }
 
     /// Queues `entry` if its region is followed and it lies above the

@@ -377,4 +377,24 @@ impl ObjectStorage for Counted {
     fn charges_per_request(&self) -> bool {
         self.inner.charges_per_request()
     }
+
+    async fn remove_leftovers(&self, prefix: &str) -> Result<(), StorageError> {
+        self.inner.remove_leftovers(prefix).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn the_followers_counting_wrapper_passes_every_provided_method_on() {
+        crate::storage::forwarding_tests::check_forwards("follower's counter", true, |probe| {
+            Storage::new(Counted {
+                inner: probe,
+                metrics: FollowMetrics::new("p"),
+            })
+        })
+        .await;
+    }
 }

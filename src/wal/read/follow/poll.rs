@@ -94,7 +94,7 @@ pub(crate) async fn poll(
     // One look failed: recovery's rule decides (reads again, damage only
     // when two looks agree).
     Ok(
-        match examine(storage, &key, size, sequence, window).await? {
+        match examine(storage, &key, size, sequence, window, None).await? {
             None => Polled::Missing,
             Some(Examined::Intact(object)) => Polled::Landed(Box::new(Landed {
                 object,

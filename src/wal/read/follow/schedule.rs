@@ -14,6 +14,19 @@
 //! listing instead (an *idle check*), then after twice that quiet, and so
 //! on, the gap between checks growing up to [`MAX_CHECK_GAP`]. A check
 //! replaces a poll, so an idle follower still makes one request per wait.
+//!
+//! Some states no poll of the next key can end: the next key holds a newer
+//! process's settle marker and its start object has not landed (an open in
+//! progress, or one that died between the two), or the prefix holds no
+//! chain yet. Only a listing finds where the log goes on then, and
+//! [`Listings`] spaces them: the first at once, then each after four times
+//! the time spent so far in that state (0.1 s, 0.4 s, 1.6 s, ... with the
+//! default interval; the gap at most [`MAX_CHECK_GAP`]), so an open in
+//! progress is found within about four times its duration, and a state that
+//! lasts costs 9 listings in its first hour and one an hour after, as the
+//! idle checks do. Between listings the follower still makes one request
+//! per wait (the engine's look at the next opener's fence), which restarts
+//! the spacing when a newer process shows up.
 
 use std::time::Duration;
 
@@ -82,6 +95,57 @@ impl Schedule {
     }
 }
 
+/// How much longer each wait between the listings of a state that no
+/// poll can end is than the time already spent in it.
+const LISTING_GROWTH: u32 = 3;
+
+/// The listings of a state that no poll can end (see the module docs).
+#[derive(Debug, Clone)]
+pub(crate) struct Listings {
+    base: Duration,
+    /// When the state began (or a newer process last showed up).
+    since: Instant,
+    /// The time in the state at which the next listing is due.
+    next: Duration,
+}
+
+impl Listings {
+    /// The state begins at `now` with a listing made at once: the next is
+    /// due after `base`.
+    pub(crate) fn new(base: Duration, now: Instant) -> Self {
+        Listings {
+            base,
+            since: now,
+            next: base,
+        }
+    }
+
+    /// A newer process showed up at `now`: its open lands soon, list again
+    /// from `base` on.
+    pub(crate) fn restart(&mut self, now: Instant) {
+        *self = Listings::new(self.base, now);
+    }
+
+    /// Whether a listing is due at `now`; if so, the next is due after
+    /// four times the time spent in the state (the gap at least `base`, at
+    /// most [`MAX_CHECK_GAP`]).
+    pub(crate) fn due(&mut self, now: Instant) -> bool {
+        let spent = now.saturating_duration_since(self.since);
+        if spent < self.next {
+            return false;
+        }
+        let gap = (spent * LISTING_GROWTH).clamp(self.base, MAX_CHECK_GAP);
+        self.next = spent + gap;
+        true
+    }
+
+    /// How long from `now` until the next listing is due.
+    pub(crate) fn until_due(&self, now: Instant) -> Duration {
+        self.next
+            .saturating_sub(now.saturating_duration_since(self.since))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -142,6 +206,42 @@ mod tests {
             assert!(!s.check_due(now));
             s.landed(now);
         }
+    }
+
+    /// Issue 30, item 5: a newer process that died between its settle
+    /// marker and its start object left its followers listing once a
+    /// wait. The listings of such a state: 9 in its first hour (counting
+    /// the one at once), then one an hour.
+    #[tokio::test(start_paused = true)]
+    async fn a_state_no_poll_ends_lists_nine_times_in_its_first_hour() {
+        let start = Instant::now();
+        let mut l = Listings::new(100 * MS, start);
+        let mut due = vec![Duration::ZERO]; // the listing made at once
+        let mut now = start;
+        while now < start + Duration::from_secs(3 * 3600) {
+            now += l.until_due(now).min(1000 * MS).max(MS);
+            if l.due(now) {
+                due.push(now - start);
+            }
+        }
+        let first_hour: Vec<_> = due
+            .iter()
+            .filter(|d| **d < Duration::from_secs(3600))
+            .collect();
+        assert_eq!(first_hour.len(), 9, "{due:?}");
+        assert_eq!(due[1], 100 * MS);
+        assert_eq!(due[2], 400 * MS);
+        assert_eq!(due[3], 1600 * MS);
+        let later: Vec<_> = due.windows(2).map(|w| w[1] - w[0]).skip(9).collect();
+        assert!(
+            later.iter().all(|gap| *gap == Duration::from_secs(3600)),
+            "{later:?}"
+        );
+        // A newer process showed up: soon again.
+        l.restart(now);
+        assert_eq!(l.until_due(now), 100 * MS);
+        assert!(!l.due(now + 99 * MS));
+        assert!(l.due(now + 100 * MS));
     }
 
     #[tokio::test(start_paused = true)]

@@ -47,7 +47,7 @@ impl Engine {
                 let key = prefix.object_key(sequence);
                 (
                     sequence,
-                    examine(storage, &key, size, sequence, window).await,
+                    examine(storage, &key, size, sequence, window, None).await,
                 )
             })
             .buffer_unordered(self.settings.listing_concurrency.max(1))
@@ -216,7 +216,7 @@ impl Engine {
             return;
         };
         let next = rules::next_key(place.sequence, place.jump());
-        if self.blocked || present.contains_key(&next) {
+        if self.blocked.is_some() || present.contains_key(&next) {
             return;
         }
         let beyond = summaries
