@@ -352,3 +352,38 @@ async fn open_against_a_busy_writer(ack_mode: AckMode, max_inflight: usize, call
     newer.stop().await.unwrap();
     took
 }
+
+/// Rule 8 for a follower: a filler at the next key after its place is
+/// stepped over as the writer steps over it, so the entries the writer
+/// acknowledges after it come through without a listing or a hole.
+#[tokio::test(start_paused = true)]
+async fn a_follower_steps_over_a_filler_as_the_writer_does() {
+    let inner = Storage::new(MemoryStorage::new());
+    let prefix = "r4-follow";
+    Wal::open(inner.clone(), prefix, config())
+        .await
+        .unwrap()
+        .stop()
+        .await
+        .unwrap(); // epoch 1
+    let z = Wal::open(inner.clone(), prefix, durable()).await.unwrap(); // epoch 2
+    let first = z.append(vec![(1, b("a"))]).await.unwrap();
+    let reader = crate::WalReader::open(inner.clone(), prefix, config())
+        .await
+        .unwrap();
+    let mut follower = reader.follow([(1, 0)]);
+    let got = within(follower.next()).await.unwrap().unwrap();
+    assert_eq!(got.id, first[0]);
+    let d = format::sequence_of(first[0]) + 1;
+    inner
+        .create(&key(prefix, d), dead_start_object(d, 1, (1, 1)))
+        .await
+        .unwrap();
+    let err = z.append(vec![(1, b("taken"))]).await.unwrap_err();
+    assert!(matches!(err, Error::NotDurable { .. }), "{err}");
+    let after = z.append(vec![(1, b("after"))]).await.unwrap();
+    let got = within(follower.next()).await.unwrap().unwrap();
+    assert_eq!(got.id, after[0], "the entry after the filler");
+    assert!(follower.holes(1).is_empty(), "no hole");
+    z.stop().await.unwrap();
+}

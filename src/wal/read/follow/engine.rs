@@ -187,6 +187,9 @@ pub(crate) struct Engine {
     /// No poll of the next key can tell where the log goes on: list (on
     /// [`Listings`]' schedule) until a listing moves the place.
     blocked: Option<Blocked>,
+    /// The last key after the place that a filler settled (rfcs/0006,
+    /// rule 8): the run goes on after it, as the writer's does.
+    filler: Option<u64>,
     catch_up: Option<u64>,
     out: VecDeque<Item>,
     ended: bool,
@@ -255,6 +258,7 @@ impl Engine {
             queued,
             ahead: None,
             blocked: None,
+            filler: None,
             catch_up: None,
             out: VecDeque::new(),
             ended: false,
@@ -422,8 +426,13 @@ impl Engine {
             self.block(now);
             return self.listing_step(now).await;
         };
-        let next = rules::next_key(place.sequence, place.jump());
-        let at = (place.sequence, place.epoch);
+        // The run's last key: the place, or a filler after it.
+        let (last, jump) = match self.filler {
+            Some(key) => (key, None),
+            None => (place.sequence, place.jump()),
+        };
+        let next = rules::next_key(last, jump);
+        let at = (last, place.epoch);
         if next > format::MAX_SEQUENCE {
             self.block(now);
             return self.listing_step(now).await;
@@ -437,9 +446,16 @@ impl Engine {
         };
         match polled {
             Ok(Polled::Landed(landed)) => {
-                if rules::continues(landed.object.tail.header(), at) {
+                let header = landed.object.tail.header();
+                let found = rules::at_key(header, landed.object.is_empty(), at);
+                if found == rules::AtKey::Continues {
                     self.schedule.landed(now);
                     self.take_in_landed(*landed).await;
+                } else if found == rules::AtKey::Filler {
+                    // Stepped over as the writer steps over it.
+                    tracing::debug!(prefix = %self.prefix, key = next, "stepping over a filler");
+                    self.filler = Some(next);
+                    self.schedule.landed(now);
                 } else {
                     // A newer process walked the run (its settle marker),
                     // or another process's object: list.

@@ -175,6 +175,7 @@ impl Engine {
         self.catalog = kept;
         self.path.retain(|s, _| *s <= fork);
         self.ahead = None;
+        self.filler = None;
     }
 
     /// The chain goes on at `first` without reaching the place `at`: the

@@ -123,6 +123,7 @@ impl Engine {
             marks: Vec::new(),
             releases: Vec::new(),
         };
+        self.filler = None;
         self.enter(placeholder);
     }
 
@@ -152,6 +153,7 @@ impl Engine {
     /// the wanted segments' entries, the marks and releases of followed
     /// regions.
     pub(super) async fn take_in(&mut self, object: IndexedObject, landed: Option<&Landed>) {
+        self.filler = None;
         let sequence = object.sequence;
         let segments = object.segments.clone();
         let releases = object.releases.clone();
