@@ -22,6 +22,7 @@ use crate::error::Error;
 use crate::format::{self, Header, Link, SegmentIndex, TailDecode};
 use crate::storage::{ObjectStorage, Storage, StorageError};
 use crate::wal::protocol::retry::{Backoff, RetryPolicy};
+use crate::EntryId;
 
 use super::damage::{Damage, DamagedObject, UnreplayedObject};
 use super::tail::{check_plausible, read_tail_sized, RecoveredObject, TailWindow, TAIL_WINDOW};
@@ -49,6 +50,9 @@ pub(crate) struct Damaged {
     pub(crate) header: Option<Header>,
     /// Its region segments, when its footer decodes.
     pub(crate) segments: Option<Vec<SegmentIndex>>,
+    /// Its jump, when known (`Some(None)`: it carries none): where its
+    /// writer's run goes on after it (rfcs/0006, "Runs").
+    pub(crate) jump: Option<Option<EntryId>>,
 }
 
 /// Looks an object recovery takes before it gives up on settling a
@@ -131,8 +135,8 @@ pub(crate) async fn examine(
             last = Some(error);
             continue;
         }
-        let (header, segments) = if misplaced {
-            (None, None)
+        let (header, segments, jump) = if misplaced {
+            (None, None, None)
         } else {
             loop {
                 match learn(storage, key, size, sequence).await {
@@ -148,6 +152,7 @@ pub(crate) async fn examine(
             quarantined: false,
             header,
             segments,
+            jump,
         })));
     }
     let detail = last.map_or_else(String::new, |e| e.to_string());
@@ -241,7 +246,7 @@ pub(crate) async fn learn(
     key: &str,
     size: u64,
     sequence: u64,
-) -> Result<(Option<Header>, Option<Vec<SegmentIndex>>), Error> {
+) -> Result<Learned, Error> {
     let trusted = |h: &Header| h.sequence == sequence && check_plausible(key, h).is_ok();
     let window_start = size.saturating_sub(TAIL_WINDOW);
     let window = storage.read(key, window_start..size).await?;
@@ -255,16 +260,34 @@ pub(crate) async fn learn(
     };
     if let Some(tail) = tail.filter(|t| trusted(t.header())) {
         let segments = tail.region_segments().copied().collect();
-        return Ok((Some(*tail.header()), Some(segments)));
+        // The jump is in the marks segment, which the footer locates.
+        let jump = match tail.marks_segment() {
+            None => Some(None),
+            Some(index) => {
+                let bytes = storage.read(key, index.range()).await?;
+                format::decode_marks(&bytes, index, sequence)
+                    .ok()
+                    .map(|marks| marks.iter().find(|m| m.is_jump()).map(|m| m.watermark))
+            }
+        };
+        return Ok((Some(*tail.header()), Some(segments), jump));
     }
     let header_len = format::HEADER_LEN as u64;
     if size < header_len {
-        return Ok((None, None));
+        return Ok((None, None, None));
     }
     let bytes = storage.read(key, 0..header_len).await?;
     let header = format::decode_header(&bytes).ok().filter(trusted);
-    Ok((header, None))
+    Ok((header, None, None))
 }
+
+/// What [`learn`] found: the header, the region segments and the jump
+/// (`Some(None)`: none), each when known.
+pub(crate) type Learned = (
+    Option<Header>,
+    Option<Vec<SegmentIndex>>,
+    Option<Option<EntryId>>,
+);
 
 /// Chain selection over intact and damaged objects: the catalog of the
 /// tip's chain (damaged links as placeholders) and what is left out.
@@ -300,7 +323,7 @@ pub(crate) fn assemble(
     for sequence in &selection.chain {
         let indexed = match (intact.get(sequence), damaged.get(sequence)) {
             (Some(object), _) => object.indexed(),
-            (None, Some(d)) => placeholder(summaries.get(sequence), *sequence, d.size),
+            (None, Some(d)) => placeholder(summaries.get(sequence), *sequence, d),
             (None, None) => continue,
         };
         catalog
@@ -384,16 +407,24 @@ fn bridge(summaries: &BTreeMap<u64, ObjectSummary>, sequence: u64) -> Option<Obj
     })
 }
 
-/// A damaged chain link as the catalog keeps it: no segments to read.
-fn placeholder(summary: Option<&ObjectSummary>, sequence: u64, size: u64) -> IndexedObject {
+/// A damaged chain link as the catalog keeps it: no segments to read, its
+/// jump when known (so that its run's next key is right).
+fn placeholder(summary: Option<&ObjectSummary>, sequence: u64, d: &Damaged) -> IndexedObject {
+    let marks = match d.jump {
+        Some(Some(watermark)) => vec![format::MarkRecord {
+            region: format::JUMP,
+            watermark,
+        }],
+        _ => Vec::new(),
+    };
     IndexedObject {
         sequence,
         epoch: summary.map_or(0, |s| s.epoch),
         link: summary.and_then(|s| s.link),
         reclaim_boundary: summary.map_or(0, |s| s.reclaim_boundary),
-        size,
+        size: d.size,
         segments: Vec::new(),
-        marks: Vec::new(),
+        marks,
         releases: Vec::new(),
     }
 }

@@ -61,6 +61,10 @@ pub(crate) struct Recovered {
     /// The damaged objects listed, with the header a copy of theirs still
     /// gives (a walk that meets one must know whether it blocks the run).
     pub(crate) damaged_headers: BTreeMap<u64, Option<Header>>,
+    /// The key of the damaged object the run ends with, when its jump is
+    /// unknown: where its writer goes on cannot be told, so no walk can
+    /// start from it (issue 29 item 5c).
+    pub(crate) end_unknown: Option<String>,
 }
 
 /// Lists `prefix` and rebuilds its catalog, failing on a damaged object.
@@ -206,6 +210,10 @@ async fn recover_once(storage: &Storage, prefix: &Prefix, config: &Config) -> Re
         .filter_map(|sequence| intact.remove_entry(sequence))
         .collect();
     let end = adopt_listed_run(&mut catalog, &mut orphans)?;
+    let end_unknown = end
+        .and_then(|e| damaged.get(&e.sequence))
+        .filter(|d| d.jump.is_none())
+        .map(|d| d.key.clone());
     // What the run adopted is replayed after all.
     damage
         .unreplayed
@@ -220,6 +228,7 @@ async fn recover_once(storage: &Storage, prefix: &Prefix, config: &Config) -> Re
         markers,
         end,
         damaged_headers,
+        end_unknown,
     })))
 }
 
@@ -239,7 +248,7 @@ async fn quarantined(
         if intact.contains_key(&sequence) || damaged.contains_key(&sequence) {
             continue;
         }
-        let (header, segments) = match learn(storage, &meta.key, meta.size, sequence).await {
+        let (header, segments, jump) = match learn(storage, &meta.key, meta.size, sequence).await {
             Err(Error::Storage { source }) if source.is_not_found() => continue,
             other => other?,
         };
@@ -255,6 +264,7 @@ async fn quarantined(
                 quarantined: true,
                 header,
                 segments,
+                jump,
             },
         ));
     }
@@ -432,6 +442,9 @@ async fn walk_to_block(
             "objects are listed but none forms a chain to continue",
         ));
     };
+    if let Some(key) = &recovered.end_unknown {
+        return Err(unknown_run(key));
+    }
     let retry = RetryPolicy::new(config, epoch);
     let window = TailWindow::default();
     let mut settled_max = 0;
@@ -554,12 +567,17 @@ fn damaged_at_walk(
             settled_max: 0,
         });
     }
-    Err(Error::recovery(format!(
-        "{} is damaged and lies where the log's run goes on: where its writer's next objects \
+    Err(unknown_run(&prefix.object_key(key)))
+}
+
+/// The open's refusal when the run it must walk reaches a damaged object
+/// whose jump is unknown.
+fn unknown_run(key: &str) -> Error {
+    Error::recovery(format!(
+        "{key} is damaged and lies where the log's run goes on: where its writer's next objects \
          go cannot be told from it, so no start object is safe while that writer may still \
-         run; stop the older process, then move the object aside with `objwal repair`",
-        prefix.object_key(key)
-    )))
+         run; stop the older process, then move the object aside with `objwal repair`"
+    ))
 }
 
 /// Lands this process's settle marker at `key`, repeating a failed create

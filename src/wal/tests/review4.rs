@@ -387,3 +387,154 @@ async fn a_follower_steps_over_a_filler_as_the_writer_does() {
     assert!(follower.holes(1).is_empty(), "no hole");
     z.stop().await.unwrap();
 }
+
+/// Records when each create of an object key was sent.
+#[derive(Debug)]
+struct CreateTimes {
+    inner: Storage,
+    sent: std::sync::Mutex<Vec<(String, tokio::time::Instant)>>,
+}
+
+#[async_trait::async_trait]
+impl ObjectStorage for CreateTimes {
+    async fn create(&self, key: &str, data: Bytes) -> Result<Created, StorageError> {
+        if key.contains("/objects/") {
+            let now = tokio::time::Instant::now();
+            self.sent.lock().unwrap().push((key.to_owned(), now));
+        }
+        self.inner.create(key, data).await
+    }
+    async fn read(&self, key: &str, range: std::ops::Range<u64>) -> Result<Bytes, StorageError> {
+        self.inner.read(key, range).await
+    }
+    async fn list(&self, prefix: &str) -> Result<Vec<ObjectMeta>, StorageError> {
+        self.inner.list(prefix).await
+    }
+    async fn delete(&self, key: &str) -> Result<(), StorageError> {
+        self.inner.delete(key).await
+    }
+}
+
+/// Item 5b: while a durable store was failing, a void's create was sent
+/// again at once, with no delay: entering the failing state seals the open
+/// batch, and that seal started the waiting creates (the void's among them)
+/// before the failing state was back in place. Every repeat of a failing
+/// create now waits its backoff delay (the first, `retry_initial_delay`).
+#[tokio::test(start_paused = true)]
+async fn a_failing_durable_store_repeats_a_void_only_after_its_delay() {
+    let faults = FaultyStorage::new(Storage::new(MemoryStorage::new()));
+    let times = Arc::new(CreateTimes {
+        inner: faults.storage(),
+        sent: Default::default(),
+    });
+    let config = Config {
+        retry_initial_delay: Duration::from_millis(100),
+        // One create at a time: the second append waits in the open batch
+        // while the first batch and its void fail.
+        max_inflight_creates: 1,
+        ..durable()
+    };
+    let wal = Wal::open(Storage::from_arc(times.clone()), "r4-void-delay", config)
+        .await
+        .unwrap();
+    faults.set_latency(Op::Create, Duration::from_millis(10));
+    faults.fail_next(
+        Op::Create,
+        "objects/",
+        usize::MAX,
+        StorageErrorKind::Transient,
+    );
+    let first = tokio::spawn({
+        let wal = wal.clone();
+        async move { wal.append(vec![(1, b("first"))]).await }
+    });
+    tokio::time::sleep(Duration::from_millis(1)).await;
+    let second = tokio::spawn({
+        let wal = wal.clone();
+        async move { wal.append(vec![(1, b("second"))]).await }
+    });
+    let _ = within(first).await.unwrap();
+    let _ = within(second).await.unwrap();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let sent = times.sent.lock().unwrap().clone();
+    // Per key: the batch, then its void at once (rule K1), then every
+    // repeat of the void after a delay.
+    let mut attempts: BTreeMap<String, Vec<tokio::time::Instant>> = BTreeMap::new();
+    for (key, at) in sent {
+        attempts.entry(key).or_default().push(at);
+    }
+    assert!(attempts.values().any(|a| a.len() >= 3), "{attempts:?}");
+    for (key, at) in &attempts {
+        for pair in at.windows(2).skip(1) {
+            let gap = pair[1].duration_since(pair[0]);
+            assert!(
+                gap >= Duration::from_millis(50),
+                "{key}: a void sent again {gap:?} after its last attempt"
+            );
+        }
+    }
+    drop(wal);
+}
+
+/// Writes `bytes` over the object at `key` with byte `at` (from the end
+/// when negative) flipped.
+async fn damage(storage: &Storage, key: &str, at: i64) {
+    let size = storage.read_suffix(key, 1).await.unwrap().size;
+    let mut bytes = storage.read(key, 0..size).await.unwrap().to_vec();
+    let i = if at < 0 {
+        bytes.len() - at.unsigned_abs() as usize
+    } else {
+        at as usize
+    };
+    bytes[i] ^= 0xff;
+    storage.delete(key).await.unwrap();
+    storage.create(key, bytes.into()).await.unwrap();
+}
+
+/// Item 5c: under `on_damaged_object = "quarantine"`, a damaged object at
+/// the end of the run an open must walk. The walk stopped there (or took
+/// it for a placeholder without a jump), while the older writer, whose
+/// object it is, may go on acknowledging after it where the walk never
+/// settles anything. Where its tail is damaged its jump is unknown: the
+/// open fails, naming it, instead of guessing. A damaged header alone is
+/// nothing recovery relies on (the tail repeats its fields).
+#[tokio::test(start_paused = true)]
+async fn a_damaged_object_at_the_end_of_the_run_is_never_walked_past_blindly() {
+    let quarantine = Config {
+        on_damaged_object: crate::DamagePolicy::Quarantine,
+        ..durable()
+    };
+    for trailer in [true, false] {
+        let inner = Storage::new(MemoryStorage::new());
+        let prefix = "r4-damaged-end";
+        let z = Wal::open(inner.clone(), prefix, durable()).await.unwrap();
+        let a = z.append(vec![(1, b("a"))]).await.unwrap();
+        let b_ids = z.append(vec![(1, b("b"))]).await.unwrap();
+        drop(z); // a crash: its run ends with b's object
+        let end = key(prefix, format::sequence_of(b_ids[0]));
+        // The trailer's last byte, or a byte of the header.
+        damage(&inner, &end, if trailer { -1 } else { 20 }).await;
+        let opened = Wal::open(inner.clone(), prefix, quarantine.clone()).await;
+        if trailer {
+            let err = opened.unwrap_err();
+            assert!(
+                err.to_string().contains("lies where the log's run goes on"),
+                "{err}"
+            );
+            assert!(err.to_string().contains(&end), "{err}");
+        } else {
+            // Recovery and the walk read tails, which repeat the header's
+            // fields: a damaged header changes nothing they rely on.
+            let w = opened.unwrap();
+            let ids: Vec<_> = try_read(&w, 1, 0)
+                .await
+                .unwrap()
+                .iter()
+                .map(|e| e.id)
+                .collect();
+            assert_eq!(ids, [a[0], b_ids[0]]);
+            assert!(w.holes(1).is_empty());
+            w.stop().await.unwrap();
+        }
+    }
+}

@@ -292,9 +292,9 @@ impl Actor {
             return;
         }
         if self.open.as_ref().is_some_and(|o| !o.batch.is_empty()) {
-            let held = self.backlog.failing.take();
+            // Sealed with the failing state in place: its creates, and the
+            // void's, wait for the retry time (issue 29 item 5b).
             self.seal(SealReason::Requested);
-            self.backlog.failing = held;
         }
         let never_sent: Vec<u64> = self
             .pipeline
