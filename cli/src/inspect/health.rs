@@ -127,12 +127,21 @@ impl Health {
         if let Some(e) = &self.recovery_error {
             problems.push(format!("recovery fails: {e}"));
         }
-        let damaged = self.damaged();
+        let (missing, damaged): (Vec<_>, Vec<_>) =
+            self.damaged().into_iter().partition(|d| d.absent);
         if !damaged.is_empty() {
             problems.push(format!(
                 "{} damaged object(s) stop a default open: {} (objwal repair moves them aside)",
                 damaged.len(),
                 named(damaged.iter().map(|d| d.sequence))
+            ));
+        }
+        if !missing.is_empty() {
+            problems.push(format!(
+                "{} missing object(s) stop a default open: {} (acknowledged, then gone: restore \
+                 them, or open with on_damaged_object = \"quarantine\" for holes)",
+                missing.len(),
+                named(missing.iter().map(|d| d.sequence))
             ));
         }
         let unreplayed = self.unreplayed();
@@ -172,13 +181,15 @@ impl Health {
         }
     }
 
-    /// One line per object that is not replayed: `DAMAGED`, `QUARANTINED`
-    /// or `UNREPLAYED`, its key, why, and what it held.
+    /// One line per object that is not replayed: `DAMAGED`, `MISSING`,
+    /// `QUARANTINED` or `UNREPLAYED`, its key, why, and what it held.
     pub fn object_lines(&self) -> Vec<String> {
         let mut lines = Vec::new();
         for d in self.all_damaged() {
             let tag = if d.quarantined {
                 "QUARANTINED"
+            } else if d.absent {
+                "MISSING"
             } else {
                 "DAMAGED"
             };

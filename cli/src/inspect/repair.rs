@@ -63,9 +63,18 @@ pub async fn run(prefix: &str, args: RepairArgs) -> CliResult {
             "recovery fails even with damaged objects left out, so moving them cannot help: {e}"
         )));
     }
+    for d in health.damaged().iter().filter(|d| d.absent) {
+        out!(
+            "cannot repair {}: nothing is there ({}); restore it if a copy exists, or open \
+             with on_damaged_object = \"quarantine\" to replay around it",
+            d.key,
+            d.reason
+        );
+    }
     let moves: Vec<(String, String)> = health
         .damaged()
         .iter()
+        .filter(|d| !d.absent)
         .map(|d| {
             let to = quarantine_key(&prefix, d.sequence);
             out!(
@@ -85,6 +94,7 @@ pub async fn run(prefix: &str, args: RepairArgs) -> CliResult {
             u.held()
         );
     }
+    let absent = health.damaged().iter().filter(|d| d.absent).count();
     if moves.is_empty() {
         out!("nothing to move aside; {}", health.line());
         return match health.is_ok() {
@@ -106,6 +116,12 @@ pub async fn run(prefix: &str, args: RepairArgs) -> CliResult {
     for (from, to) in &moves {
         move_aside(&storage, from, to).await?;
         out!("moved {from} -> {to}");
+    }
+    if absent > 0 {
+        return Err(CliError::Failed(format!(
+            "{absent} missing object(s) cannot be moved aside: restore them, or open with \
+             on_damaged_object = \"quarantine\""
+        )));
     }
     opens_now(&storage, &prefix).await?;
     if !health.unreplayed().is_empty() {

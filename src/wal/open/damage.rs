@@ -70,6 +70,9 @@ pub struct DamagedObject {
     /// stands. `false` for an orphan (never replayed anyway) and for an
     /// object below the boundary (garbage).
     pub missing: bool,
+    /// Whether nothing is at its key: a missing object (acknowledged, then
+    /// gone), recorded so that its entries are holes (issue 29 item 7).
+    pub absent: bool,
 }
 
 impl DamagedObject {
@@ -321,6 +324,7 @@ mod tests {
             quarantined: false,
             segments,
             missing,
+            absent: false,
         }
     }
 

@@ -15,6 +15,7 @@
 //! does), never the other way round.
 
 pub mod damage;
+pub(crate) mod missing;
 pub(crate) mod open_mode;
 pub(crate) mod quarantine;
 pub(crate) mod recovery;

@@ -53,6 +53,8 @@ pub(crate) struct Damaged {
     /// Its jump, when known (`Some(None)`: it carries none): where its
     /// writer's run goes on after it (rfcs/0006, "Runs").
     pub(crate) jump: Option<Option<EntryId>>,
+    /// Nothing is at its key: a missing object ([`super::missing`]).
+    pub(crate) absent: bool,
 }
 
 /// Looks an object recovery takes before it gives up on settling a
@@ -153,6 +155,7 @@ pub(crate) async fn examine(
             header,
             segments,
             jump,
+            absent: false,
         })));
     }
     let detail = last.map_or_else(String::new, |e| e.to_string());
@@ -341,6 +344,7 @@ pub(crate) fn assemble(
             segments: d.segments.clone(),
             missing: sequence >= boundary
                 && (selection.chain.contains(&sequence) || !summaries.contains_key(&sequence)),
+            absent: d.absent,
         })
         .collect();
     let unreplayed = unreplayed(intact, &summaries, &selection, object_key);

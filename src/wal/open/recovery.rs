@@ -29,6 +29,7 @@ use crate::format::{self, Header, Link, Object};
 use crate::storage::keys::Prefix;
 use crate::storage::{ObjectStorage, Storage};
 use crate::wal::open::damage::{parse_quarantine_key, quarantine_prefix, Damage};
+use crate::wal::open::missing::missing_objects;
 use crate::wal::open::quarantine::{self, examine, learn, Examined};
 use crate::wal::open::tail::{check_plausible, look, Looked, RecoveredObject, TailWindow};
 use crate::wal::protocol::create::{create_object, CreateOutcome};
@@ -192,6 +193,12 @@ async fn recover_once(storage: &Storage, prefix: &Prefix, config: &Config) -> Re
     for (sequence, d) in quarantined(storage, prefix, &intact, &damaged).await? {
         damaged.insert(sequence, d);
     }
+    // Damaged and quarantined objects are there (in some form): not missing.
+    let known: BTreeSet<u64> = present.iter().chain(damaged.keys()).copied().collect();
+    let missing = missing_objects(&intact, &known, policy, |s| prefix.object_key(s))?;
+    for (sequence, d) in missing {
+        damaged.entry(sequence).or_insert(d);
+    }
     let damaged_headers = damaged
         .iter()
         .filter(|(_, d)| !d.quarantined)
@@ -265,6 +272,7 @@ async fn quarantined(
                 header,
                 segments,
                 jump,
+                absent: false,
             },
         ));
     }

@@ -21,6 +21,11 @@ pub(crate) const TAIL_WINDOW: u64 = 64 * 1024;
 /// this small never needs a second read, whatever was learned.
 pub(crate) const FIRST_TAIL_WINDOW: u64 = 4 * 1024;
 
+/// Bytes read before a footer that starts before the window, for the
+/// records segments that sit right before it (a marks segment of a few
+/// records, a release segment): one read instead of two or three.
+pub(crate) const RECORDS_SLACK: u64 = 1024;
+
 /// The window recovery reads at the end of each object, learned from the
 /// objects already read: the largest tail needed so far (footer, trailer
 /// and the release segment before them) plus a quarter, and never less than
@@ -108,11 +113,23 @@ pub(crate) async fn tail_from_window(
     window: &TailWindow,
 ) -> Result<RecoveredObject, Error> {
     let corrupted = |e| Error::corrupted(key, e);
+    // A footer that starts before the window is read with the bytes just
+    // before it, where the records segments sit (the marks segment, which
+    // most objects carry, and the release segment).
+    let mut before_footer: Option<(u64, Bytes)> = None;
     let tail = match format::decode_tail(bytes, size).map_err(corrupted)? {
         TailDecode::Complete(tail) => tail,
         TailDecode::NeedFooter { trailer, footer } => {
-            let footer_bytes = storage.read(key, footer).await?;
-            format::decode_footer(trailer, &footer_bytes).map_err(corrupted)?
+            let from = footer.start.saturating_sub(RECORDS_SLACK);
+            let read = storage.read(key, from..footer.end).await?;
+            let skip = usize::try_from(footer.start - from).unwrap_or(usize::MAX);
+            let footer_bytes = read
+                .get(skip..)
+                .map(|_| read.slice(skip..))
+                .unwrap_or_default();
+            let tail = format::decode_footer(trailer, &footer_bytes).map_err(corrupted)?;
+            before_footer = Some((from, read));
+            tail
         }
     };
     let release = tail.release_segment().copied();
@@ -126,14 +143,17 @@ pub(crate) async fn tail_from_window(
     let sequence = tail.header().sequence;
     // A records segment from the window when it holds it (the usual case:
     // both sit right before the footer), else with one ranged read.
+    let slice_of = |from: u64, read: &Bytes, index: &SegmentIndex| {
+        let start = usize::try_from(index.offset.checked_sub(from)?).ok()?;
+        let end = start.checked_add(usize::try_from(index.len).ok()?)?;
+        read.get(start..end).map(|_| read.slice(start..end))
+    };
     let segment = |index: SegmentIndex| {
-        let within = if index.offset >= window_start {
-            let start = usize::try_from(index.offset - window_start).unwrap_or(usize::MAX);
-            let end = start.saturating_add(usize::try_from(index.len).unwrap_or(usize::MAX));
-            bytes.get(start..end).map(|_| bytes.slice(start..end))
-        } else {
-            None
-        };
+        let within = slice_of(window_start, bytes, &index).or_else(|| {
+            before_footer
+                .as_ref()
+                .and_then(|(from, read)| slice_of(*from, read, &index))
+        });
         async move {
             match within {
                 Some(b) => Ok::<Bytes, Error>(b),
@@ -232,7 +252,8 @@ pub(crate) async fn look(
 
 impl RecoveredObject {
     /// Whether it holds nothing: no segment, no mark, no release (a start
-    /// object, a settle marker, a void of a batch without records).
+    /// object, a settle marker; a writer's batches and voids carry at
+    /// least the jump record of what it had acknowledged).
     pub(crate) fn is_empty(&self) -> bool {
         self.tail.region_segments().next().is_none()
             && self.marks.is_empty()

@@ -250,8 +250,8 @@ async fn tail_recovery_builds_the_catalog_that_whole_decoding_builds() {
     t.faulty.reset_counts();
     let recovered = recover(&t.storage, &prefix(&t), 1).await.unwrap();
     let counts = t.faulty.counts();
-    // Per object, the bytes its tail takes (from the release segment or the
-    // footer to the end).
+    // Per object, the bytes its tail takes (from its first records segment,
+    // or the footer, to the end).
     let mut tails = Vec::new();
     let whole: Vec<IndexedObject> = {
         let mut out = Vec::new();
@@ -267,9 +267,11 @@ async fn tail_recovery_builds_the_catalog_that_whole_decoding_builds() {
                 format::TailDecode::Complete(tail) => tail,
                 format::TailDecode::NeedFooter { .. } => unreachable!("whole object"),
             };
-            let start = tail
-                .release_segment()
-                .map_or(tail.trailer.footer_offset, |r| r.offset);
+            let start = [tail.release_segment(), tail.marks_segment()]
+                .into_iter()
+                .flatten()
+                .map(|s| s.offset)
+                .fold(tail.trailer.footer_offset, u64::min);
             tails.push(meta.size - start);
             out.push(IndexedObject {
                 sequence: object.header.sequence,
@@ -277,13 +279,8 @@ async fn tail_recovery_builds_the_catalog_that_whole_decoding_builds() {
                 link: object.header.link,
                 reclaim_boundary: object.header.reclaim_boundary,
                 size: meta.size,
-                segments: tail
-                    .segments
-                    .iter()
-                    .filter(|s| !s.is_release())
-                    .copied()
-                    .collect(),
-                marks: Vec::new(),
+                segments: tail.region_segments().copied().collect(),
+                marks: object.marks.clone(),
                 releases: object.releases.clone(),
             });
         }
@@ -319,7 +316,9 @@ async fn tail_recovery_builds_the_catalog_that_whole_decoding_builds() {
         expected += meta.size.min(window.len());
         window.learn(tail);
     }
-    let footer = 1500 * format::FOOTER_ENTRY_LEN as u64;
+    // The footer read takes the records segments before it along.
+    // (a footer entry for each of its 1,500 regions and its marks segment).
+    let footer = 1501 * format::FOOTER_ENTRY_LEN as u64 + crate::wal::open::tail::RECORDS_SLACK;
     assert_eq!(
         counts.read.bytes,
         expected + footer,

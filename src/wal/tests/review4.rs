@@ -538,3 +538,71 @@ async fn a_damaged_object_at_the_end_of_the_run_is_never_walked_past_blindly() {
         }
     }
 }
+
+/// Item 7: one object in the middle of the chain is gone (a store that
+/// answered created but kept nothing, a lifecycle rule, a delete by hand).
+/// The next open fell back to the older chain, replayed only what lies
+/// below the gap with no error and no hole, settled a marker at the missing
+/// key, and collection then deleted the intact, acknowledged objects above
+/// it. Now the open fails by default, naming the object; under
+/// `on_damaged_object = "quarantine"` the objects above are replayed, with a
+/// hole at the missing one in every region, and stay on the chain through
+/// later opens.
+#[tokio::test(start_paused = true)]
+async fn a_missing_object_is_never_silent_and_never_costs_the_objects_above_it() {
+    let inner = Storage::new(MemoryStorage::new());
+    let prefix = "r4-missing";
+    let wal = Wal::open(inner.clone(), prefix, durable()).await.unwrap();
+    let mut acked = Vec::new();
+    for n in 0..10 {
+        acked.extend(wal.append(vec![(1, b(&format!("e{n}")))]).await.unwrap());
+    }
+    wal.stop().await.unwrap();
+    let gone = acked[4];
+    let gone_key = key(prefix, format::sequence_of(gone));
+    inner.delete(&gone_key).await.unwrap();
+    // By default: refused, naming it, by a writer and a reader alike.
+    let err = Wal::open(inner.clone(), prefix, durable())
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, Error::Recovery { .. }) && err.to_string().contains(&gone_key),
+        "{err}"
+    );
+    let err = crate::WalReader::open(inner.clone(), prefix, config())
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains(&gone_key), "{err}");
+    // Quarantined: everything else replays, the hole is told.
+    let quarantine = Config {
+        on_damaged_object: crate::DamagePolicy::Quarantine,
+        ..durable()
+    };
+    let expected: Vec<_> = acked.iter().copied().filter(|id| *id != gone).collect();
+    let mut ids = expected.clone();
+    for life in 0..2 {
+        let w = Wal::open(inner.clone(), prefix, quarantine.clone())
+            .await
+            .unwrap();
+        let read: Vec<_> = try_read(&w, 1, 0)
+            .await
+            .unwrap()
+            .iter()
+            .map(|e| e.id)
+            .collect();
+        assert_eq!(read, ids, "life {life}");
+        let holes = w.holes(1);
+        assert_eq!(holes.len(), 1, "life {life}: {holes:?}");
+        assert!(holes[0].first_id <= gone && gone <= holes[0].last_id);
+        ids.extend(w.append(vec![(1, b("later"))]).await.unwrap());
+        // Collection runs: nothing above the gap is obsolete, so nothing
+        // of the chain above it may go.
+        w.flush().await.unwrap();
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        w.stop().await.unwrap();
+    }
+    for id in &expected {
+        let key = key(prefix, format::sequence_of(*id));
+        assert!(inner.read(&key, 0..1).await.is_ok(), "{key} kept");
+    }
+}

@@ -43,6 +43,12 @@ pub(crate) struct OpenBatch {
     pub(crate) marks: BTreeMap<RegionId, EntryId>,
     /// The writer's jump, when the next batch of the run lies above it.
     pub(crate) jump: Option<EntryId>,
+    /// The last key of the run acknowledged when the batch was sealed:
+    /// carried, when there is no jump, as a jump record below the object's
+    /// own sequence (a jump that changes nothing, rfcs/0001), so that a
+    /// missing object below it is known to have been acknowledged
+    /// (rfcs/0003, "A missing object").
+    pub(crate) acknowledged_through: Option<u64>,
 }
 
 /// How many positions an append needs per region.
@@ -66,6 +72,7 @@ impl OpenBatch {
             releases: BTreeMap::new(),
             marks: BTreeMap::new(),
             jump: None,
+            acknowledged_through: None,
         }
     }
 
@@ -95,7 +102,11 @@ impl OpenBatch {
                 watermark: *watermark,
             })
             .collect();
-        if let Some(watermark) = self.jump {
+        let below = self
+            .acknowledged_through
+            .filter(|a| *a < self.sequence)
+            .map(|a| format::entry_id(a, MAX_POSITION));
+        if let Some(watermark) = self.jump.or(below) {
             records.push(MarkRecord {
                 region: JUMP,
                 watermark,

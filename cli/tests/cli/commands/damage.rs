@@ -161,51 +161,42 @@ async fn read_reader(reader: &objwal::WalReader, region: u64) -> Vec<objwal::Ent
     entries
 }
 
-/// An object deleted by hand is never silent: recovery warns, naming the
-/// objects above the tip and what they hold; `inspect`'s health line names
-/// them; `verify` exits 1 listing each (issue 10, item 7).
+/// An object deleted by hand is never silent (issue 10 item 7; issue 29
+/// item 7): the batch after it says its writer had acknowledged it, so it
+/// is a missing object. `inspect` and `verify` exit 1 naming it as
+/// `MISSING`; `repair` cannot move what is not there and says to restore
+/// it; the default open fails naming it.
 #[tokio::test]
 async fn an_object_deleted_by_hand_is_named_by_recovery_inspect_and_verify() {
     let dir = tempfile::tempdir().unwrap();
     let keys = demo_store(dir.path(), "22");
     let store = url(dir.path());
-    // One of the newest: the objects below it belong to the same life and
-    // carry every boundary collection used, so the chain below the hole is
-    // complete (an object deleted deep inside an earlier life can leave no
-    // complete chain at all, which recovery reports as such).
     let deleted = &keys[keys.len() - 3];
     std::fs::remove_file(dir.path().join(deleted)).unwrap();
-    let above: Vec<&String> = keys.iter().filter(|k| *k > deleted).collect();
-    let sequence: u64 = deleted.rsplit('/').next().unwrap()[..20].parse().unwrap();
 
     let inspect = objwal(&["inspect", &store]);
     assert_exit(&inspect, 1);
     let out = stdout(&inspect);
-    assert!(out.contains("above the tip hold"), "{out}");
+    let sequence: u64 = deleted.rsplit('/').next().unwrap()[..20].parse().unwrap();
     assert!(
-        out.contains(&format!("the chain breaks at missing sequence {sequence}")),
+        out.contains(&format!(
+            "1 missing object(s) stop a default open: {sequence}"
+        )),
         "{out}"
     );
-    let err = stderr(&inspect);
-    assert!(
-        err.contains("will not be replayed"),
-        "recovery warns:\n{err}"
-    );
-    for key in &above {
-        assert!(err.contains(key.as_str()), "{key} not named in:\n{err}");
-    }
     let verify = objwal(&["verify", &store]);
     assert_exit(&verify, 1);
     let out = stdout(&verify);
-    for key in &above {
-        assert!(out.contains(&format!("UNREPLAYED {key}")), "{key}:\n{out}");
-    }
+    assert!(out.contains(&format!("MISSING {deleted}")), "{out}");
     let repair = objwal(&["repair", &store]);
     assert_exit(&repair, 1);
+    let out = stdout(&repair);
+    assert!(out.contains(&format!("cannot repair {deleted}")), "{out}");
+    let repair = objwal(&["repair", "--yes", &store]);
+    assert_exit(&repair, 1);
     assert!(
-        stdout(&repair).contains("cannot repair"),
-        "{}",
-        stdout(&repair)
+        dir.path().join(&keys[keys.len() - 1]).exists(),
+        "nothing deleted"
     );
 }
 
@@ -268,23 +259,21 @@ const HOLD_LINE: &str = "objwal: holding before the second look at a gap";
 /// chain breaks at missing sequence N)" when N was still uploading, and
 /// repair told the operator to restore a "missing" object. A gap is
 /// missing only when a second look finds it still there, cutting off the
-/// same objects. Deterministic: the tool holds before its second look, the
-/// test lands the object in flight meanwhile (or leaves the gap, which is
-/// then reported and exits 1).
+/// same objects. Deterministic: a writer's create of N is held while the
+/// next batch lands (sealed before N was acknowledged, so nothing says N
+/// was: a gap exactly as a live writer's upload leaves it); the tool holds
+/// before its second look, the test lands N meanwhile (or leaves the gap,
+/// which is then reported and exits 1).
 #[tokio::test]
 async fn an_object_still_uploading_is_not_called_missing() {
     let dir = tempfile::tempdir().unwrap();
-    let keys = demo_store(dir.path(), "23");
     let store = url(dir.path());
-    // One of the newest: the chain below it is whole (see the deleted-by-hand
-    // test above for why an object deep in an earlier life would not do).
-    let in_flight = &keys[keys.len() - 3];
-    let path = dir.path().join(in_flight);
-    let bytes = std::fs::read(&path).unwrap();
+    let (in_flight, bytes) = an_upload_in_flight(&store).await;
+    let path = dir.path().join(&in_flight);
     let sequence: u64 = in_flight.rsplit('/').next().unwrap()[..20].parse().unwrap();
     for command in ["verify", "inspect", "repair"] {
-        // The listing finds the objects above it, not it: still uploading.
-        std::fs::remove_file(&path).unwrap();
+        // The listing finds the object above it, not it: still uploading.
+        let _ = std::fs::remove_file(&path);
         let o = run_held(&[command, &store], || {
             std::fs::write(&path, &bytes).unwrap()
         });
@@ -300,7 +289,7 @@ async fn an_object_still_uploading_is_not_called_missing() {
             "{command}:\n{out}"
         );
     }
-    // A gap that stays (a quiet prefix, the object gone) is still missing.
+    // A gap that stays (a quiet prefix, the object gone) is still named.
     std::fs::remove_file(&path).unwrap();
     for command in ["verify", "inspect", "repair"] {
         let o = run_held(&[command, &store], || {});
@@ -311,4 +300,54 @@ async fn an_object_still_uploading_is_not_called_missing() {
             "{command}:\n{out}"
         );
     }
+}
+
+/// A store on `store` whose writer had one create in flight while the next
+/// batch landed: the key of the one in flight and its bytes (removed from
+/// the store).
+async fn an_upload_in_flight(store: &str) -> (String, Vec<u8>) {
+    use objwal::storage::fault::FaultyStorage;
+    use objwal::ObjectStorage;
+    let storage = objwal::Storage::from_url(store).unwrap();
+    let faults = FaultyStorage::new(storage.clone());
+    let config = objwal::Config {
+        max_inflight_creates: 2,
+        early_seals: objwal::EarlySeals::Unlimited,
+        ..objwal::Config::default()
+    };
+    let wal = objwal::Wal::open(faults.storage(), "objwal", config)
+        .await
+        .unwrap();
+    wal.append(vec![(1, "before".into())]).await.unwrap();
+    faults.hold_creates(true);
+    let held = tokio::spawn({
+        let wal = wal.clone();
+        async move { wal.append(vec![(1, "in flight".into())]).await }
+    });
+    tokio::time::timeout(crate::common::DEADLINE, faults.wait_held(1))
+        .await
+        .unwrap();
+    let key = faults.held().remove(0);
+    faults.hold_creates(false);
+    let after = tokio::spawn({
+        let wal = wal.clone();
+        async move { wal.append(vec![(1, "after".into())]).await }
+    });
+    // The next batch lands while the first is held; then the first lands.
+    let above = loop {
+        let listed = storage.list("objwal/objects/").await.unwrap();
+        if let Some(m) = listed.iter().find(|m| m.key > key) {
+            break m.key.clone();
+        }
+        tokio::task::yield_now().await;
+    };
+    assert!(faults.release(&key));
+    held.await.unwrap().unwrap();
+    after.await.unwrap().unwrap();
+    wal.stop().await.unwrap();
+    let size = storage.read_suffix(&key, 1).await.unwrap().size;
+    let bytes = storage.read(&key, 0..size).await.unwrap().to_vec();
+    storage.delete(&key).await.unwrap();
+    assert!(above > key);
+    (key, bytes)
 }

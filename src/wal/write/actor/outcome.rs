@@ -437,7 +437,7 @@ impl Actor {
             entries += sealed.entries;
             bytes += sealed.payload_bytes;
             releases += sealed.releases.len() as u64;
-            marks += sealed.marks.len() as u64;
+            marks += sealed.marks.iter().filter(|m| !m.is_jump()).count() as u64;
             self.remember_failed(sealed.sequence);
             waiters.extend(sealed.waiters);
         }

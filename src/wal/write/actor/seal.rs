@@ -87,8 +87,9 @@ impl Actor {
         let Some(open) = self.open.take_if(|o| collect || !o.batch.is_empty()) else {
             return;
         };
-        let batch = open.batch;
+        let mut batch = open.batch;
         let sequence = batch.sequence;
+        batch.acknowledged_through = self.run_tip.map(|l| l.sequence);
         let span = tracing::debug_span!("seal", sequence, reason = reason.as_str());
         let _guard = span.enter();
         // The run's previous key: the last sealed batch, else the last key

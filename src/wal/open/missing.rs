@@ -1,0 +1,338 @@
+//! Missing objects: a key that nothing under `objects/` holds while listed
+//! objects link to it (issue 29 item 7; rfcs/0003, "A missing object").
+//!
+//! An object of a run can be missing for two reasons that look alike in a
+//! listing: its create never landed (its writer crashed with it in flight,
+//! and later creates of the run landed; none of them was acknowledged,
+//! rule K2 of rfcs/0006), or it landed, was acknowledged, and is gone (a
+//! store that answered "created" but kept nothing, a lifecycle rule, a
+//! delete by hand). The second loses acknowledged entries, and chain
+//! selection would then fall back below it, and collection would later
+//! delete the intact objects above it. What tells them apart is in the
+//! objects that link through the gap:
+//!
+//! - one of them says its writer had acknowledged through the gap (its jump
+//!   record below its own sequence, which every batch carries);
+//! - one of them lies at or beyond the gap plus `WINDOW` (a writer creates
+//!   only within `WINDOW` keys of its first unacknowledged one, K3);
+//! - one of them is of a newer epoch (a newer process's walk adopted the
+//!   gap's object, so it had landed).
+//!
+//! Such a gap is a missing object: under `on_damaged_object = "fail"` (the
+//! default) the open fails, naming it; under `"quarantine"` it becomes a
+//! damaged object of unknown content on the chain (a hole of every region,
+//! [`super::damage`]), and the objects above it are replayed. A gap with no
+//! such evidence is what a crash leaves: the run ends before it.
+//!
+//! Pure: tails in, missing objects out.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use crate::config::DamagePolicy;
+use crate::error::Error;
+use crate::format::{self, Link};
+use crate::wal::protocol::rules;
+
+use super::quarantine::Damaged;
+use super::tail::RecoveredObject;
+
+/// The missing objects among `intact` (the listed objects whose tails
+/// decoded; `present` every listed sequence), as damaged objects of unknown
+/// content for quarantine's chain assembly; an error naming the first one
+/// under [`DamagePolicy::Fail`].
+pub(crate) fn missing_objects(
+    intact: &BTreeMap<u64, RecoveredObject>,
+    present: &BTreeSet<u64>,
+    policy: DamagePolicy,
+    object_key: impl Fn(u64) -> String,
+) -> Result<BTreeMap<u64, Damaged>, Error> {
+    let mut out = BTreeMap::new();
+    // Below a boundary some object carries, its writer may have collected
+    // (rfcs/0005): a boundary never lies above an object that holds a live
+    // entry of its writer's chain, and only objects above a key carry a
+    // boundary above it (a boundary is at most its object's sequence).
+    let collected_below = intact
+        .values()
+        .map(|o| o.tail.header().reclaim_boundary)
+        .max()
+        .unwrap_or(0);
+    for ((sequence, epoch), gap) in gaps(intact, present) {
+        let link = Link { sequence, epoch };
+        if sequence < collected_below {
+            continue;
+        }
+        let Some(evidence) = acknowledged(intact, link, &gap) else {
+            tracing::warn!(key = %object_key(link.sequence), above = gap.through.len(),
+                "nothing is at a key that listed objects link to, and nothing shows it was \
+                 acknowledged (a crash with its create in flight looks the same)");
+            continue;
+        };
+        let key = object_key(link.sequence);
+        let reason = format!(
+            "{key} is missing while {} intact objects above it (up to sequence {}) chain \
+             through it, and {evidence}: it was acknowledged and is gone (a store that \
+             answered created but kept nothing, a lifecycle rule, a delete by hand)",
+            gap.through.len(),
+            gap.through.last().copied().unwrap_or(link.sequence),
+        );
+        if policy == DamagePolicy::Fail {
+            tracing::error!(%key, %reason, "a missing object stops the open");
+            return Err(Error::recovery(format!(
+                "object {reason}. Restore it, or open with on_damaged_object = \"quarantine\" \
+                 to replay the objects above it with a hole at its sequence in every region"
+            )));
+        }
+        tracing::warn!(%key, %reason, "a missing object: a hole of every region");
+        // Its writer's run went on where its successor lies.
+        let jump = (gap.next > link.sequence + 1)
+            .then(|| format::entry_id(gap.next - 1, format::MAX_POSITION));
+        out.insert(
+            link.sequence,
+            Damaged {
+                key,
+                size: 0,
+                error: Error::recovery(reason),
+                quarantined: false,
+                header: None,
+                segments: None,
+                jump: Some(jump),
+                absent: true,
+            },
+        );
+    }
+    Ok(out)
+}
+
+/// The objects whose chains break at one missing link.
+#[derive(Debug, Default)]
+struct Gap {
+    /// The lowest object linking to it directly: its successor.
+    next: u64,
+    /// Every object whose chain goes down to it, ascending.
+    through: Vec<u64>,
+}
+
+/// The links of listed objects to keys nothing listed holds, each with the
+/// objects whose chains go down to it (settle markers, which link to epoch
+/// 0, name no predecessor).
+fn gaps(
+    intact: &BTreeMap<u64, RecoveredObject>,
+    present: &BTreeSet<u64>,
+) -> BTreeMap<(u64, u64), Gap> {
+    // Per object, ascending (links point down): the missing link its chain
+    // goes down to, if any.
+    let mut reaches: BTreeMap<u64, (u64, u64)> = BTreeMap::new();
+    let mut out: BTreeMap<(u64, u64), Gap> = BTreeMap::new();
+    for (&sequence, object) in intact {
+        let header = object.tail.header();
+        let Some(link) = header.link.filter(|_| !rules::is_settle_marker(header)) else {
+            continue;
+        };
+        if link.sequence >= sequence {
+            continue;
+        }
+        let missing = if !present.contains(&link.sequence) {
+            // A link below the object's own boundary names a collected
+            // predecessor (rfcs/0005): nothing is missing there.
+            (link.sequence >= header.reclaim_boundary).then_some((link.sequence, link.epoch))
+        } else {
+            intact
+                .get(&link.sequence)
+                .filter(|p| p.tail.header().epoch == link.epoch)
+                .and_then(|_| reaches.get(&link.sequence).copied())
+        };
+        if let Some(missing) = missing {
+            reaches.insert(sequence, missing);
+            let gap = out.entry(missing).or_default();
+            if gap.through.is_empty() {
+                gap.next = sequence;
+            }
+            gap.through.push(sequence);
+        }
+    }
+    out
+}
+
+/// Why the object of the missing `link` must have been acknowledged, when
+/// something in the objects above it shows it.
+fn acknowledged(intact: &BTreeMap<u64, RecoveredObject>, link: Link, gap: &Gap) -> Option<String> {
+    let key = link.sequence;
+    gap.through.iter().find_map(|&sequence| {
+        let object = intact.get(&sequence)?;
+        let header = object.tail.header();
+        // A jump record below the object's own sequence: the last key its
+        // writer had acknowledged when it sealed it.
+        let through = object
+            .marks
+            .iter()
+            .find(|m| m.is_jump())
+            .map(|m| format::sequence_of(m.watermark))
+            .filter(|a| *a < sequence);
+        if let Some(through) = through.filter(|a| *a >= key && header.epoch == link.epoch) {
+            Some(format!(
+                "object {sequence} was sealed once its writer had acknowledged its run through \
+                 {through}"
+            ))
+        } else if header.epoch == link.epoch && sequence >= key.saturating_add(rules::WINDOW) {
+            Some(format!(
+                "object {sequence} of its writer lies {} keys past it, beyond the window of {} \
+                 keys a writer creates in",
+                sequence - key,
+                rules::WINDOW
+            ))
+        } else if header.epoch > link.epoch {
+            Some(format!(
+                "object {sequence} of a newer process (epoch {}) continues a chain through it: \
+                 that process's walk found it",
+                header.epoch
+            ))
+        } else {
+            None
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::format::{Header, MarkRecord, Object, TailDecode};
+
+    fn object(
+        sequence: u64,
+        epoch: u64,
+        link: (u64, u64),
+        through: Option<u64>,
+    ) -> RecoveredObject {
+        let marks: Vec<MarkRecord> = through
+            .map(|a| MarkRecord {
+                region: format::JUMP,
+                watermark: format::entry_id(a, format::MAX_POSITION),
+            })
+            .into_iter()
+            .collect();
+        let object = Object {
+            header: Header {
+                sequence,
+                epoch,
+                link: Some(Link {
+                    sequence: link.0,
+                    epoch: link.1,
+                }),
+                reclaim_boundary: 1,
+            },
+            segments: Vec::new(),
+            marks: marks.clone(),
+            releases: Vec::new(),
+        };
+        let bytes = format::encode(&object).unwrap();
+        let TailDecode::Complete(tail) = format::decode_tail(&bytes, bytes.len() as u64).unwrap()
+        else {
+            panic!("a whole object has a complete tail")
+        };
+        RecoveredObject {
+            size: bytes.len() as u64,
+            tail,
+            marks,
+            releases: Vec::new(),
+        }
+    }
+
+    fn run(objects: &[RecoveredObject]) -> (BTreeMap<u64, RecoveredObject>, BTreeSet<u64>) {
+        let intact: BTreeMap<u64, RecoveredObject> = objects
+            .iter()
+            .map(|o| (o.tail.header().sequence, o.clone()))
+            .collect();
+        let present = intact.keys().copied().collect();
+        (intact, present)
+    }
+
+    fn key(s: u64) -> String {
+        format!("p/objects/{s:020}.wal")
+    }
+
+    #[test]
+    fn a_gap_its_successor_says_was_acknowledged_is_a_missing_object() {
+        // 2 <- [3 missing] <- 4 (sealed with 3 acknowledged) <- 5.
+        let (intact, present) = run(&[
+            object(1, 1, (0, 1), None),
+            object(2, 1, (1, 1), Some(1)),
+            object(4, 1, (3, 1), Some(3)),
+            object(5, 1, (4, 1), Some(4)),
+        ]);
+        let err = missing_objects(&intact, &present, DamagePolicy::Fail, key).unwrap_err();
+        assert!(err.to_string().contains(&key(3)), "{err}");
+        let found = missing_objects(&intact, &present, DamagePolicy::Quarantine, key).unwrap();
+        let d = found.get(&3).expect("3 is missing");
+        assert_eq!((d.header, d.jump), (None, Some(None)));
+    }
+
+    #[test]
+    fn a_gap_nothing_says_was_acknowledged_is_what_a_crash_leaves() {
+        // 3 was in flight when its writer crashed; 4 landed, sealed while
+        // only 2 was acknowledged.
+        let (intact, present) = run(&[
+            object(1, 1, (0, 1), None),
+            object(2, 1, (1, 1), Some(1)),
+            object(4, 1, (3, 1), Some(2)),
+        ]);
+        let found = missing_objects(&intact, &present, DamagePolicy::Fail, key).unwrap();
+        assert!(found.is_empty());
+    }
+
+    #[test]
+    fn a_newer_process_or_the_window_shows_the_gap_was_acknowledged() {
+        // A newer process (epoch 2) linked its start object through the gap.
+        let (intact, present) = run(&[
+            object(1, 1, (0, 1), None),
+            object(2, 1, (1, 1), None),
+            object(4, 1, (3, 1), None),
+            object(70, 2, (4, 1), None),
+        ]);
+        let found = missing_objects(&intact, &present, DamagePolicy::Quarantine, key).unwrap();
+        assert!(found.contains_key(&3));
+        // The writer's own object a window past it.
+        let (intact, present) = run(&[
+            object(1, 1, (0, 1), None),
+            object(2, 1, (1, 1), None),
+            object(4, 1, (3, 1), None),
+            object(67, 1, (4, 1), None),
+        ]);
+        let found = missing_objects(&intact, &present, DamagePolicy::Quarantine, key).unwrap();
+        assert!(found.contains_key(&3));
+    }
+
+    #[test]
+    fn a_link_below_the_boundary_names_a_collected_object() {
+        let mut o = object(4, 1, (3, 1), Some(3));
+        let (intact, present) = run(&[o.clone()]);
+        // Boundary 1: 3 is above it, so missing.
+        assert!(
+            missing_objects(&intact, &present, DamagePolicy::Quarantine, key)
+                .unwrap()
+                .contains_key(&3)
+        );
+        let object = format::decode(
+            &format::encode(&Object {
+                header: Header {
+                    reclaim_boundary: 4,
+                    ..*o.tail.header()
+                },
+                segments: Vec::new(),
+                marks: o.marks.clone(),
+                releases: Vec::new(),
+            })
+            .unwrap(),
+        )
+        .unwrap();
+        let bytes = format::encode(&object).unwrap();
+        let TailDecode::Complete(tail) = format::decode_tail(&bytes, bytes.len() as u64).unwrap()
+        else {
+            panic!("a whole object has a complete tail")
+        };
+        o.tail = tail;
+        let (intact, present) = run(&[o]);
+        assert!(missing_objects(&intact, &present, DamagePolicy::Fail, key)
+            .unwrap()
+            .is_empty());
+    }
+}
