@@ -213,6 +213,17 @@ impl Damage {
             .collect()
     }
 
+    /// The highest id of `region` the damaged objects may hold (0: none):
+    /// a release covers them too, or an object that reads intact again
+    /// later would bring its entries back above the release.
+    pub(crate) fn last_id_held(&self, region: RegionId) -> EntryId {
+        self.holes(region)
+            .iter()
+            .map(|h| h.last_id)
+            .max()
+            .unwrap_or(0)
+    }
+
     /// `entries` of `region` from `from`, failing (under
     /// `CorruptionPolicy::Fail`) where they reach a hole of a damaged
     /// object instead of going past it.

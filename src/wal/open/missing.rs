@@ -37,12 +37,15 @@ use super::quarantine::Damaged;
 use super::tail::RecoveredObject;
 
 /// The missing objects among `intact` (the listed objects whose tails
-/// decoded; `present` every listed sequence), as damaged objects of unknown
+/// decoded; `present` every listed sequence; `vanished_below` one above
+/// the highest listed object that vanished before its tail was read, 0
+/// when none: a writer collected there), as damaged objects of unknown
 /// content for quarantine's chain assembly; an error naming the first one
 /// under [`DamagePolicy::Fail`].
 pub(crate) fn missing_objects(
     intact: &BTreeMap<u64, RecoveredObject>,
     present: &BTreeSet<u64>,
+    vanished_below: u64,
     policy: DamagePolicy,
     object_key: impl Fn(u64) -> String,
 ) -> Result<BTreeMap<u64, Damaged>, Error> {
@@ -51,9 +54,12 @@ pub(crate) fn missing_objects(
     // (rfcs/0005): a boundary never lies above an object that holds a live
     // entry of its writer's chain, and only objects above a key carry a
     // boundary above it (a boundary is at most its object's sequence).
+    // An object that vanished under recovery was collected: so was all
+    // below it (its writer deleted below a boundary above it).
     let collected_below = intact
         .values()
         .map(|o| o.tail.header().reclaim_boundary)
+        .chain([vanished_below])
         .max()
         .unwrap_or(0);
     for ((sequence, epoch), gap) in gaps(intact, present) {
@@ -83,9 +89,12 @@ pub(crate) fn missing_objects(
             )));
         }
         tracing::warn!(%key, %reason, "a missing object: a hole of every region");
-        // Its writer's run went on where its successor lies.
-        let jump = (gap.next > link.sequence + 1)
-            .then(|| format::entry_id(gap.next - 1, format::MAX_POSITION));
+        // Its writer's run went on where its successor lies; nothing else
+        // of what it carried is known.
+        let jump = (gap.next > link.sequence + 1).then(|| format::MarkRecord {
+            region: format::JUMP,
+            watermark: format::entry_id(gap.next - 1, format::MAX_POSITION),
+        });
         out.insert(
             link.sequence,
             Damaged {
@@ -95,7 +104,7 @@ pub(crate) fn missing_objects(
                 quarantined: false,
                 header: None,
                 segments: None,
-                jump: Some(jump),
+                records: Some((jump.into_iter().collect(), Vec::new())),
                 absent: true,
             },
         );
@@ -259,11 +268,14 @@ mod tests {
             object(4, 1, (3, 1), Some(3)),
             object(5, 1, (4, 1), Some(4)),
         ]);
-        let err = missing_objects(&intact, &present, DamagePolicy::Fail, key).unwrap_err();
+        let err = missing_objects(&intact, &present, 0, DamagePolicy::Fail, key).unwrap_err();
         assert!(err.to_string().contains(&key(3)), "{err}");
-        let found = missing_objects(&intact, &present, DamagePolicy::Quarantine, key).unwrap();
+        let found = missing_objects(&intact, &present, 0, DamagePolicy::Quarantine, key).unwrap();
         let d = found.get(&3).expect("3 is missing");
-        assert_eq!((d.header, d.jump), (None, Some(None)));
+        assert_eq!(
+            (d.header, &d.records),
+            (None, &Some((Vec::new(), Vec::new())))
+        );
     }
 
     #[test]
@@ -275,7 +287,7 @@ mod tests {
             object(2, 1, (1, 1), Some(1)),
             object(4, 1, (3, 1), Some(2)),
         ]);
-        let found = missing_objects(&intact, &present, DamagePolicy::Fail, key).unwrap();
+        let found = missing_objects(&intact, &present, 0, DamagePolicy::Fail, key).unwrap();
         assert!(found.is_empty());
     }
 
@@ -288,7 +300,7 @@ mod tests {
             object(4, 1, (3, 1), None),
             object(70, 2, (4, 1), None),
         ]);
-        let found = missing_objects(&intact, &present, DamagePolicy::Quarantine, key).unwrap();
+        let found = missing_objects(&intact, &present, 0, DamagePolicy::Quarantine, key).unwrap();
         assert!(found.contains_key(&3));
         // The writer's own object a window past it.
         let (intact, present) = run(&[
@@ -297,7 +309,7 @@ mod tests {
             object(4, 1, (3, 1), None),
             object(67, 1, (4, 1), None),
         ]);
-        let found = missing_objects(&intact, &present, DamagePolicy::Quarantine, key).unwrap();
+        let found = missing_objects(&intact, &present, 0, DamagePolicy::Quarantine, key).unwrap();
         assert!(found.contains_key(&3));
     }
 
@@ -307,7 +319,7 @@ mod tests {
         let (intact, present) = run(&[o.clone()]);
         // Boundary 1: 3 is above it, so missing.
         assert!(
-            missing_objects(&intact, &present, DamagePolicy::Quarantine, key)
+            missing_objects(&intact, &present, 0, DamagePolicy::Quarantine, key)
                 .unwrap()
                 .contains_key(&3)
         );
@@ -331,8 +343,10 @@ mod tests {
         };
         o.tail = tail;
         let (intact, present) = run(&[o]);
-        assert!(missing_objects(&intact, &present, DamagePolicy::Fail, key)
-            .unwrap()
-            .is_empty());
+        assert!(
+            missing_objects(&intact, &present, 0, DamagePolicy::Fail, key)
+                .unwrap()
+                .is_empty()
+        );
     }
 }

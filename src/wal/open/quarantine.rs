@@ -19,10 +19,9 @@ use std::collections::BTreeMap;
 use crate::catalog::chain::{ObjectSummary, Selection};
 use crate::catalog::{Catalog, IndexedObject};
 use crate::error::Error;
-use crate::format::{self, Header, Link, SegmentIndex, TailDecode};
+use crate::format::{self, Header, Link, MarkRecord, ReleaseRecord, SegmentIndex, TailDecode};
 use crate::storage::{ObjectStorage, Storage, StorageError};
 use crate::wal::protocol::retry::{Backoff, RetryPolicy};
-use crate::EntryId;
 
 use super::damage::{Damage, DamagedObject, UnreplayedObject};
 use super::tail::{check_plausible, read_tail_sized, RecoveredObject, TailWindow, TAIL_WINDOW};
@@ -50,9 +49,12 @@ pub(crate) struct Damaged {
     pub(crate) header: Option<Header>,
     /// Its region segments, when its footer decodes.
     pub(crate) segments: Option<Vec<SegmentIndex>>,
-    /// Its jump, when known (`Some(None)`: it carries none): where its
-    /// writer's run goes on after it (rfcs/0006, "Runs").
-    pub(crate) jump: Option<Option<EntryId>>,
+    /// Its mark records (flush marks and its jump) and release records,
+    /// when its tail still gives them (`None`: unknown). Its jump says where
+    /// its writer's run goes on after it (rfcs/0006, "Runs"); its marks and
+    /// releases still count, as in an intact object: they have CRCs of
+    /// their own.
+    pub(crate) records: Option<(Vec<MarkRecord>, Vec<ReleaseRecord>)>,
     /// Nothing is at its key: a missing object ([`super::missing`]).
     pub(crate) absent: bool,
 }
@@ -137,7 +139,7 @@ pub(crate) async fn examine(
             last = Some(error);
             continue;
         }
-        let (header, segments, jump) = if misplaced {
+        let (header, segments, records) = if misplaced {
             (None, None, None)
         } else {
             loop {
@@ -154,7 +156,7 @@ pub(crate) async fn examine(
             quarantined: false,
             header,
             segments,
-            jump,
+            records,
             absent: false,
         })));
     }
@@ -263,17 +265,23 @@ pub(crate) async fn learn(
     };
     if let Some(tail) = tail.filter(|t| trusted(t.header())) {
         let segments = tail.region_segments().copied().collect();
-        // The jump is in the marks segment, which the footer locates.
-        let jump = match tail.marks_segment() {
-            None => Some(None),
+        // The records segments the footer locates (each with its CRC).
+        let marks = match tail.marks_segment() {
+            None => Some(Vec::new()),
             Some(index) => {
                 let bytes = storage.read(key, index.range()).await?;
-                format::decode_marks(&bytes, index, sequence)
-                    .ok()
-                    .map(|marks| marks.iter().find(|m| m.is_jump()).map(|m| m.watermark))
+                format::decode_marks(&bytes, index, sequence).ok()
             }
         };
-        return Ok((Some(*tail.header()), Some(segments), jump));
+        let releases = match tail.release_segment() {
+            None => Some(Vec::new()),
+            Some(index) => {
+                let bytes = storage.read(key, index.range()).await?;
+                format::decode_releases(&bytes, index, sequence).ok()
+            }
+        };
+        let records = marks.zip(releases);
+        return Ok((Some(*tail.header()), Some(segments), records));
     }
     let header_len = format::HEADER_LEN as u64;
     if size < header_len {
@@ -284,23 +292,34 @@ pub(crate) async fn learn(
     Ok((header, None, None))
 }
 
-/// What [`learn`] found: the header, the region segments and the jump
-/// (`Some(None)`: none), each when known.
+/// What [`learn`] found: the header, the region segments and the records
+/// (marks and releases), each when known.
 pub(crate) type Learned = (
     Option<Header>,
     Option<Vec<SegmentIndex>>,
-    Option<Option<EntryId>>,
+    Option<(Vec<MarkRecord>, Vec<ReleaseRecord>)>,
 );
 
 /// Chain selection over intact and damaged objects: the catalog of the
 /// tip's chain (damaged links as placeholders) and what is left out.
+///
+/// `collected_below`: objects below it were listed and collected while
+/// recovery read them (0: none), so every chain counts as collected below
+/// it, whatever boundary its objects carry.
 pub(crate) fn assemble(
     intact: &BTreeMap<u64, RecoveredObject>,
     damaged: &BTreeMap<u64, Damaged>,
+    collected_below: u64,
     object_key: impl Fn(u64) -> String,
 ) -> Result<(Catalog, Selection, Damage), Error> {
-    let mut summaries: BTreeMap<u64, ObjectSummary> =
-        intact.iter().map(|(s, o)| (*s, o.summary())).collect();
+    let mut summaries: BTreeMap<u64, ObjectSummary> = intact
+        .iter()
+        .map(|(s, o)| {
+            let mut summary = o.summary();
+            summary.reclaim_boundary = summary.reclaim_boundary.max(collected_below.min(*s));
+            (*s, summary)
+        })
+        .collect();
     for (&sequence, d) in damaged {
         if let Some(h) = d.header {
             summaries.insert(sequence, summary(&h));
@@ -412,15 +431,10 @@ fn bridge(summaries: &BTreeMap<u64, ObjectSummary>, sequence: u64) -> Option<Obj
 }
 
 /// A damaged chain link as the catalog keeps it: no segments to read, its
-/// jump when known (so that its run's next key is right).
+/// records when known (so that its run's next key is right, and its flush
+/// marks and releases hold).
 fn placeholder(summary: Option<&ObjectSummary>, sequence: u64, d: &Damaged) -> IndexedObject {
-    let marks = match d.jump {
-        Some(Some(watermark)) => vec![format::MarkRecord {
-            region: format::JUMP,
-            watermark,
-        }],
-        _ => Vec::new(),
-    };
+    let (marks, releases) = d.records.clone().unwrap_or_default();
     IndexedObject {
         sequence,
         epoch: summary.map_or(0, |s| s.epoch),
@@ -429,7 +443,7 @@ fn placeholder(summary: Option<&ObjectSummary>, sequence: u64, d: &Damaged) -> I
         size: d.size,
         segments: Vec::new(),
         marks,
-        releases: Vec::new(),
+        releases,
     }
 }
 

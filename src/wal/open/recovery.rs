@@ -97,9 +97,13 @@ pub(crate) async fn recover(
 ///
 /// An object that vanishes between the listing and the read of its tail was
 /// collected by a writer still running (an older process the open is about
-/// to fence, or the writer a tool reads): the snapshot is not consistent, so
-/// recovery lists again, up to [`LISTINGS`] times, and then fails with a
-/// transient error.
+/// to fence, or the writer a tool reads): it lay below a boundary that
+/// writer's objects carry, so the chain counts as collected below the
+/// highest key that vanished, and recovery goes on with what it read
+/// (issue 30 item 8: a reader must start however fast its writer
+/// collects). Only when nothing usable is left (every listed object from
+/// there up vanished) does it list again, up to [`LISTINGS`] times, and then
+/// fail with a transient error that names the prefix.
 #[tracing::instrument(name = "recover", skip_all, fields(prefix = %prefix))]
 pub(crate) async fn recover_with(
     storage: &Storage,
@@ -120,8 +124,8 @@ pub(crate) async fn recover_with(
     }
     Err(Error::Storage {
         source: crate::storage::StorageError::transient(format!(
-            "objects kept vanishing while recovery read them ({LISTINGS} listings): another \
-             process collects this prefix; repeat the open"
+            "every object listed under {prefix} vanished while recovery read it, \
+             {LISTINGS} listings in a row: another process deletes this prefix's objects"
         )),
     })
 }
@@ -148,31 +152,41 @@ async fn recover_once(storage: &Storage, prefix: &Prefix, config: &Config) -> Re
         }
     }
     let present: BTreeSet<u64> = keyed.iter().map(|(sequence, _)| *sequence).collect();
+    // Newest first: a writer collecting as fast as it writes deletes the
+    // oldest of what was listed first, while the newest (which tell where
+    // the chain stands) are still there (issue 30 item 8).
+    keyed.sort_unstable_by_key(|(sequence, _)| std::cmp::Reverse(*sequence));
     let window = TailWindow::default();
     let window = &window;
     // A tail read that fails transiently is repeated (issue 30, item 7).
     let retry = &RetryPolicy::new(config, 0);
-    let read: Vec<Option<(u64, Examined)>> = futures::stream::iter(keyed)
+    let read: Vec<(u64, Option<Examined>)> = futures::stream::iter(keyed)
         .map(|(sequence, meta)| async move {
-            match examine(storage, &meta.key, meta.size, sequence, window, Some(retry)).await? {
-                Some(examined) => Ok::<_, Error>(Some((sequence, examined))),
-                // Listed, then gone: collected by a writer still running.
-                None => {
-                    tracing::debug!(key = %meta.key, "an object vanished after the listing: collected");
-                    Ok(None)
-                }
+            let examined =
+                examine(storage, &meta.key, meta.size, sequence, window, Some(retry)).await?;
+            if examined.is_none() {
+                tracing::debug!(key = %meta.key, "an object vanished after the listing: collected");
             }
+            Ok::<_, Error>((sequence, examined))
         })
         .buffer_unordered(concurrency.max(1))
         .try_collect()
         .await?;
-    let vanished = read.iter().filter(|r| r.is_none()).count();
-    if vanished > 0 {
-        return Ok(Pass::Vanished(vanished));
-    }
+    // Listed, then gone: collected by a writer still running (issue 30
+    // item 8). A writer deletes only below the boundary an object of its
+    // carries, and a boundary never lies above a live entry of its chain:
+    // everything below the highest key that vanished is garbage, so the
+    // chain counts as collected below it. Only a listing of which nothing
+    // usable is left is repeated.
+    let collected_below = read
+        .iter()
+        .filter(|(_, e)| e.is_none())
+        .map(|(s, _)| s.saturating_add(1))
+        .max()
+        .unwrap_or(0);
     let mut intact = BTreeMap::new();
     let mut damaged = BTreeMap::new();
-    for (sequence, examined) in read.into_iter().flatten() {
+    for (sequence, examined) in read.into_iter().filter_map(|(s, e)| e.map(|e| (s, e))) {
         match examined {
             Examined::Intact(object) => {
                 intact.insert(sequence, object);
@@ -195,7 +209,9 @@ async fn recover_once(storage: &Storage, prefix: &Prefix, config: &Config) -> Re
     }
     // Damaged and quarantined objects are there (in some form): not missing.
     let known: BTreeSet<u64> = present.iter().chain(damaged.keys()).copied().collect();
-    let missing = missing_objects(&intact, &known, policy, |s| prefix.object_key(s))?;
+    let missing = missing_objects(&intact, &known, collected_below, policy, |s| {
+        prefix.object_key(s)
+    })?;
     for (sequence, d) in missing {
         damaged.entry(sequence).or_insert(d);
     }
@@ -204,8 +220,17 @@ async fn recover_once(storage: &Storage, prefix: &Prefix, config: &Config) -> Re
         .filter(|(_, d)| !d.quarantined)
         .map(|(s, d)| (*s, d.header))
         .collect();
+    if collected_below > 0
+        && intact
+            .keys()
+            .next_back()
+            .is_none_or(|s| *s < collected_below)
+    {
+        // Everything usable vanished: nothing to stand on.
+        return Ok(Pass::Vanished(present.len()));
+    }
     let (mut catalog, selection, mut damage) =
-        quarantine::assemble(&intact, &damaged, |s| prefix.object_key(s))?;
+        quarantine::assemble(&intact, &damaged, collected_below, |s| prefix.object_key(s))?;
     let markers = intact
         .iter()
         .filter(|(_, o)| rules::is_settle_marker(o.tail.header()))
@@ -219,7 +244,7 @@ async fn recover_once(storage: &Storage, prefix: &Prefix, config: &Config) -> Re
     let end = adopt_listed_run(&mut catalog, &mut orphans)?;
     let end_unknown = end
         .and_then(|e| damaged.get(&e.sequence))
-        .filter(|d| d.jump.is_none())
+        .filter(|d| d.records.is_none())
         .map(|d| d.key.clone());
     // What the run adopted is replayed after all.
     damage
@@ -255,7 +280,8 @@ async fn quarantined(
         if intact.contains_key(&sequence) || damaged.contains_key(&sequence) {
             continue;
         }
-        let (header, segments, jump) = match learn(storage, &meta.key, meta.size, sequence).await {
+        let (header, segments, records) = match learn(storage, &meta.key, meta.size, sequence).await
+        {
             Err(Error::Storage { source }) if source.is_not_found() => continue,
             other => other?,
         };
@@ -271,7 +297,7 @@ async fn quarantined(
                 quarantined: true,
                 header,
                 segments,
-                jump,
+                records,
                 absent: false,
             },
         ));

@@ -220,9 +220,87 @@ pub(crate) async fn fetch_segment(
     }
 }
 
+/// A reader's catalog (a snapshot of another process's prefix) as a
+/// source: an object found missing under a read was collected by the
+/// prefix's writer when a boundary its newest objects carry lies above it
+/// (issue 30 item 8); anything else missing is an error. What it learned of
+/// the boundary is kept, so a reader that meets many collected objects asks
+/// once per new boundary.
+pub(crate) struct ReaderSource {
+    pub(crate) catalog: Arc<Catalog>,
+    pub(crate) storage: Storage,
+    pub(crate) prefix: crate::storage::keys::Prefix,
+    /// Below this, the writer collected (learned from its newest objects).
+    pub(crate) collected_below: Arc<std::sync::atomic::AtomicU64>,
+}
+
+/// The newest objects whose tails a reader reads to learn the boundary of
+/// the prefix's writer (settle markers and a filler carry none).
+const NEWEST_LOOKED_AT: usize = 4;
+
+impl ReaderSource {
+    /// The highest reclaim boundary the newest listed objects carry.
+    async fn boundary_now(
+        storage: Storage,
+        prefix: crate::storage::keys::Prefix,
+    ) -> Result<u64, Error> {
+        use crate::storage::ObjectStorage;
+        let mut listed: Vec<(u64, String)> = storage
+            .list(&prefix.objects_prefix())
+            .await?
+            .into_iter()
+            .filter_map(|m| prefix.parse_object_key(&m.key).map(|s| (s, m.key)))
+            .collect();
+        listed.sort_unstable();
+        let window = crate::wal::open::tail::TailWindow::default();
+        let mut boundary = 0;
+        for (sequence, key) in listed.iter().rev().take(NEWEST_LOOKED_AT) {
+            let looked = crate::wal::open::tail::look(&storage, key, *sequence, 4096, &window);
+            if let crate::wal::open::tail::Looked::Intact(o) = looked.await? {
+                boundary = boundary.max(o.tail.header().reclaim_boundary);
+            }
+        }
+        Ok(boundary)
+    }
+}
+
+impl SegmentSource for ReaderSource {
+    fn deleted(&self, sequence: u64) -> BoxFuture<'static, Result<bool, Error>> {
+        use std::sync::atomic::Ordering;
+        let known = self.collected_below.clone();
+        if sequence < known.load(Ordering::Relaxed) {
+            return Box::pin(async { Ok(true) });
+        }
+        let (storage, prefix) = (self.storage.clone(), self.prefix.clone());
+        Box::pin(async move {
+            let boundary = Self::boundary_now(storage, prefix).await?;
+            known.fetch_max(boundary, Ordering::Relaxed);
+            Ok(sequence < boundary)
+        })
+    }
+
+    fn page(
+        &self,
+        region: RegionId,
+        from: EntryId,
+        limit: usize,
+    ) -> BoxFuture<'static, Result<SegmentPage, Error>> {
+        SegmentSource::page(self.catalog.as_ref(), region, from, limit)
+    }
+
+    fn replay_page(
+        &self,
+        wanted: Arc<[(RegionId, EntryId)]>,
+        after: u64,
+        limit: usize,
+    ) -> BoxFuture<'static, Result<ReplayPage, Error>> {
+        SegmentSource::replay_page(self.catalog.as_ref(), wanted, after, limit)
+    }
+}
+
 impl SegmentSource for Catalog {
     fn deleted(&self, _sequence: u64) -> BoxFuture<'static, Result<bool, Error>> {
-        // A reader never collects: a missing object is an error for it.
+        // A bare catalog knows of no collection: a missing object is an error.
         Box::pin(async { Ok(false) })
     }
 

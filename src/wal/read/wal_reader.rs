@@ -22,7 +22,7 @@ use crate::storage::keys::Prefix;
 use crate::storage::Storage;
 use crate::wal::open::damage::Damage;
 use crate::wal::open::{open_mode, recovery};
-use crate::wal::read::source::{Holes, ReadContext};
+use crate::wal::read::source::{Holes, ReadContext, ReaderSource};
 use crate::wal::read::{follow, reader, traced};
 use crate::wal::{Entry, Hole};
 use crate::{EntryId, RegionId};
@@ -37,6 +37,8 @@ pub struct WalReader {
     pub(crate) damage: Arc<Damage>,
     /// How its followers poll.
     pub(crate) follow: follow::Settings,
+    /// Below this the prefix's writer collected (learned by its reads).
+    collected_below: Arc<std::sync::atomic::AtomicU64>,
 }
 
 impl std::fmt::Debug for WalReader {
@@ -124,7 +126,10 @@ impl WalReader {
         }
         let metrics = StoreMetrics::new(prefix.as_str());
         recovered.damage.set_gauges(&metrics);
+        // What vanished under recovery was collected (issue 30 item 8).
+        let collected_below = recovered.selection.tip.map_or(0, |t| t.reclaim_boundary);
         Ok(WalReader {
+            collected_below: Arc::new(collected_below.into()),
             catalog: Arc::new(recovered.catalog),
             orphans: Arc::new(recovered.selection.orphans),
             damage: Arc::new(recovered.damage),
@@ -154,9 +159,20 @@ impl WalReader {
         region: RegionId,
         from: EntryId,
     ) -> impl Stream<Item = Result<Entry, Error>> + Send + 'static {
-        let entries = reader::read(self.catalog.clone(), self.read.clone(), region, from);
+        let entries = reader::read(self.source(), self.read.clone(), region, from);
         let entries = self.damage.guard(self.read.policy, region, from, entries);
         traced::Traced::new(tracing::debug_span!("read", region, from), entries)
+    }
+
+    /// The source its reads and replays run on: its catalog, and what its
+    /// writer collected under them.
+    pub(crate) fn source(&self) -> Arc<ReaderSource> {
+        Arc::new(ReaderSource {
+            catalog: self.catalog.clone(),
+            storage: self.read.storage.clone(),
+            prefix: self.read.prefix.clone(),
+            collected_below: self.collected_below.clone(),
+        })
     }
 
     /// The largest indexed entry id of `region`; 0 when it has none.

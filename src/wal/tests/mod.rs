@@ -16,6 +16,7 @@ use crate::storage::{Created, MemoryStorage, ObjectMeta, ObjectStorage, StorageE
 use crate::{Config, Entry, EntryId, Error, RegionId, Storage, Wal};
 
 mod collect;
+mod features4;
 mod fencing;
 mod fencing_model;
 mod hardening;

@@ -305,14 +305,15 @@ async fn tail_recovery_builds_the_catalog_that_whole_decoding_builds() {
             released_through: format::entry_id(3, 1)
         }])
     );
-    // One window per object, sized as learned from the objects before it
-    // (read one at a time here), plus the footer of the object with 1,500
+    // One window per object, sized as learned from the objects read before
+    // it (newest first, one at a time here), plus the footer of the object with 1,500
     // regions, the first tail larger than the window; never a segment read,
     // never a header read.
     assert_eq!(counts.read.requests, listed.len() as u64 + 1);
     let window = crate::wal::open::tail::TailWindow::default();
     let mut expected = 0;
-    for (meta, tail) in listed.iter().zip(tails) {
+    // Newest first, as recovery reads them.
+    for (meta, tail) in listed.iter().zip(tails).rev() {
         expected += meta.size.min(window.len());
         window.learn(tail);
     }

@@ -24,6 +24,10 @@ pub struct Following {
     seen: BTreeMap<RegionId, Vec<Entry>>,
     /// Regions whose release the follower reported.
     ended: BTreeSet<RegionId>,
+    /// Its reader's open left damaged objects out (reads failed alike
+    /// while a fault was armed): under `on_corrupted_segment = "fail"` the
+    /// follower fails where it reaches their holes, later, fault or not.
+    damaged_at_open: bool,
 }
 
 impl Driver {
@@ -67,6 +71,7 @@ impl Driver {
             from: points,
             seen: BTreeMap::new(),
             ended: BTreeSet::new(),
+            damaged_at_open: !reader.damaged().is_empty(),
         });
         Ok(())
     }
@@ -164,8 +169,9 @@ impl Driver {
             }
         }
         if let Some(e) = failure {
+            let damaged_at_open = self.following.as_ref().is_some_and(|f| f.damaged_at_open);
             self.following = None;
-            return if faulty || self.model.corruption {
+            return if faulty || self.model.corruption || damaged_at_open {
                 Ok(())
             } else {
                 Err(format!("the follower failed with no fault armed: {e}"))

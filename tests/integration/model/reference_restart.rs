@@ -105,11 +105,13 @@ impl Model {
                 .is_some_and(|id| id <= self.watermark_ever.get(&e.region).copied().unwrap_or(0));
             let excused =
                 e.id.is_some_and(|id| lost.contains(&sequence_of(id)) || in_hole(e.region, id));
-            if excused && !obsolete && !self.released.contains(&e.region) {
+            if excused && !self.released.contains(&e.region) {
                 // Left out of this replay by a named hole or a lost object:
                 // the object may still be intact at rest (quarantined after
                 // reads that failed alike, or restored), so the entry may
-                // replay again later, at most once.
+                // replay again later, at most once; an obsolete one too,
+                // when the mark that hid it was not durable (a hole says
+                // "unknown", never "gone").
                 e.fate = Fate::Maybe;
                 continue;
             }

@@ -95,7 +95,7 @@ impl WalReader {
         regions_and_from: impl IntoIterator<Item = (RegionId, EntryId)>,
     ) -> impl Stream<Item = Result<Entry, Error>> + Send + 'static {
         engine::Replay::new(
-            self.catalog.clone(),
+            self.source(),
             self.read.clone(),
             wanted(regions_and_from),
             &self.damage,

@@ -405,7 +405,13 @@ impl Actor {
             let _ = reply.send(Err(e));
             return;
         }
-        let through = self.regions.release(region, self.catalog.last_id(region));
+        // Through every id ever handed out, those of damaged objects left
+        // out of replay included.
+        let handed_out = self
+            .catalog
+            .last_id(region)
+            .max(self.shared.damage.last_id_held(region));
+        let through = self.regions.release(region, handed_out);
         self.pins.released(region);
         if let Some(failing) = &self.backlog.failing {
             // Kept coalesced (one record per region), sealed on the first
