@@ -299,6 +299,9 @@ impl Wal {
             // past the key that blocks).
             rules::start_sequence(walked.blocked, listed, epoch).max(walked.settled_max + 1)
         };
+        // Every release the chain records is made permanent before the
+        // start object's boundary may free its object (rfcs/0005, M3).
+        open::released::make_permanent(&storage, &prefix, &mut catalog, &config).await?;
         let start =
             recovery::write_start_object(&storage, &prefix, epoch, first, &mut catalog).await?;
         // A newer process that claimed before the start object landed may

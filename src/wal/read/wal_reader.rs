@@ -21,7 +21,7 @@ use crate::metrics::StoreMetrics;
 use crate::storage::keys::Prefix;
 use crate::storage::Storage;
 use crate::wal::open::damage::Damage;
-use crate::wal::open::{open_mode, recovery};
+use crate::wal::open::{open_mode, recovery, released};
 use crate::wal::read::source::{Holes, ReadContext};
 use crate::wal::read::{follow, reader, traced};
 use crate::wal::{Entry, Hole};
@@ -117,7 +117,10 @@ impl WalReader {
         config.validate()?;
         let prefix = Prefix::new(prefix)?;
         let storage = storage.with_request_timeout(config.request_timeout);
-        let recovered = recovery::recover_with(&storage, &prefix, &config).await?;
+        let mut recovered = recovery::recover_with(&storage, &prefix, &config).await?;
+        // Every release ever made, also those whose records were collected
+        // (rfcs/0005, "A release is forever").
+        released::learn(&storage, &prefix, &mut recovered.catalog).await?;
         if require_log && recovered.present.is_empty() {
             // No object listed: a log only if an opener claimed it.
             open_mode::require_log(&storage, &prefix).await?;

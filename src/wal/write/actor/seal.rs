@@ -186,7 +186,9 @@ impl Actor {
         // regions' (rfcs/0005, "The reclaim boundary at scale").
         let live = self.catalog.first_live(own);
         let pending = self.pipeline.front().map(|s| s.sequence);
-        [live, pending, Some(sequence)]
+        // An indexed release record stays until its marker is durable (M2).
+        let unmarked = self.markers.first_carrier();
+        [live, pending, Some(sequence), unmarked]
             .into_iter()
             .flatten()
             .min()
