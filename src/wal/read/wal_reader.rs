@@ -73,6 +73,10 @@ impl WalReader {
     /// nothing: a failed request is returned to the caller, who may repeat
     /// the call.
     ///
+    /// Its open lists the release markers (`released/`, a page per 1,000 on
+    /// S3) after the objects: the reader knows every release ever made
+    /// (rfcs/0005, "A release is forever").
+    ///
     /// A prefix that holds no log (no object, no fence of an opener) fails
     /// with [`Error::NoLog`], naming the prefixes of the store that hold
     /// one, as [`Wal::open`](crate::Wal::open) does with
@@ -168,7 +172,9 @@ impl WalReader {
     }
 
     /// What the prefix holds per region (see [`RegionInfo`]), in region
-    /// order: every region with an indexed segment or an indexed release.
+    /// order: every region with an indexed segment or a release (an indexed
+    /// release record, or a release marker: every release ever made, also
+    /// one whose record collection deleted).
     /// A reader knows no engine watermarks, so `watermark` is the
     /// released-through id of released regions and 0 otherwise.
     pub fn regions(&self) -> Vec<RegionInfo> {
