@@ -486,3 +486,76 @@ impl ObjectStorage for ByFolder {
         self.inner.remove_leftovers(prefix).await
     }
 }
+
+/// A follower that took the release record in (no hole) and then trimmed
+/// its object as the writer collected it still knows the release: a
+/// region `add`ed afterwards ends at once (the catalog never forgets a
+/// release, C4), without a listing of the markers.
+#[tokio::test(start_paused = true)]
+async fn a_region_added_to_a_follower_after_its_record_was_trimmed_ends_at_once() {
+    let faulty = faulty_memory();
+    let storage = faulty.storage();
+    let config = objwal::Config {
+        early_seals: objwal::EarlySeals::Off,
+        flush_interval: Duration::from_secs(3600),
+        max_unpersisted_age: Duration::from_secs(7200),
+        ..test_config()
+    };
+    let wal = open(&storage, config).await;
+    wal.append(vec![(R, b("r"))]).await.unwrap();
+    wal.append(vec![(A, b("a"))]).await.unwrap();
+    let counted = ByFolder::wrap(storage.clone());
+    let reader = WalReader::open(counted.storage(), "t", test_config())
+        .await
+        .unwrap();
+    let mut follower = reader.follow([(A, 0)]);
+    let item = within(follower.next()).await;
+    assert!(matches!(item, Some(Ok(_))), "{item:?}");
+    // The release's record rides with an entry of A (early seals off and
+    // an hour's timer: the append waits in the open batch the release
+    // seals), so the follower takes its object in.
+    let with = {
+        let wal = wal.clone();
+        tokio::spawn(async move { wal.append(vec![(A, b("with"))]).await })
+    };
+    tokio::task::yield_now().await;
+    within(wal.release_region(R)).await.unwrap();
+    let with = within(with).await.unwrap().unwrap()[0];
+    let item = within(follower.next()).await;
+    assert!(matches!(&item, Some(Ok(e)) if e.id == with), "{item:?}");
+    let carriers = carriers(&storage).await;
+    assert!(carriers.contains(&objwal::format::sequence_of(with)));
+    wal.obsolete(A, with).await.unwrap();
+    counted.all();
+    // The follower takes every object in as it lands, the carrier too, and
+    // trims what lies below the writer's boundary; each entry is obsoleted
+    // only once the follower yielded it, so no object is collected before
+    // the follower read it (no hole).
+    within(async {
+        loop {
+            let more = {
+                let wal = wal.clone();
+                tokio::spawn(async move { wal.append(vec![(A, b("more"))]).await })
+            };
+            tokio::task::yield_now().await;
+            wal.flush().await.unwrap();
+            let id = more.await.unwrap().unwrap()[0];
+            let item = follower.next().await;
+            assert!(matches!(&item, Some(Ok(e)) if e.id == id), "{item:?}");
+            wal.obsolete(A, id).await.unwrap();
+            if listed(&storage).await.is_disjoint(&carriers) {
+                break;
+            }
+        }
+    })
+    .await;
+    assert!(follower.holes(A).is_empty(), "{:?}", follower.holes(A));
+    follower.add(R, 0);
+    let item = within(follower.next()).await;
+    assert!(
+        matches!(item, Some(Err(Error::RegionReleased { region: R }))),
+        "{item:?}"
+    );
+    assert_eq!(counted.take("list released"), 0, "{:?}", counted.all());
+    wal.stop().await.unwrap();
+}
