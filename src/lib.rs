@@ -175,8 +175,16 @@
 //! - **G5** released watermarks and durable flush marks are seeded before
 //!   any boundary is computed; a boundary counts a release or a mark only
 //!   when its record rides in that object or one below it on its run.
-//! - **G6** a release that returned `Ok` is in a durable indexed object; a
+//! - **G6** a release that returned `Ok` is in a durable indexed object and
+//!   its marker (`<prefix>/released/<region>-<through>`) is durable; a
 //!   release record dropped after stop began makes `stop` fail.
+//! - **G8 a release is forever**: a released region reads as empty,
+//!   refuses appends, is reported released and ends every follower across
+//!   restarts, collection and moves. A marker is made only after its record
+//!   was indexed (M1); no boundary passes a record whose marker is missing
+//!   (M2); a writer's open makes missing markers before its start object
+//!   (M3); markers are listed after the objects (M4); the catalog never
+//!   forgets a release (C4).
 //! - **G7** the catalog's live index (each region's first live object,
 //!   kept as segments, watermarks and records change) answers what a scan
 //!   of every region answers; checked after every change in debug builds.

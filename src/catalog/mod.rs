@@ -13,6 +13,12 @@
 //! - C3: every entry id of a segment belongs to its object's sequence, and a
 //!   region's segments hold strictly increasing, non-overlapping id ranges.
 //!
+//! - C4: a release, once known, is never forgotten: the release records of
+//!   the indexed objects, and the *permanent* releases (learnt from the
+//!   release markers, or from the records of objects collection removed)
+//!   together make the released regions (rfcs/0005, "A release is
+//!   forever").
+//!
 //! Beside the objects it keeps, per region, where its segments are and its
 //! first live object, maintained on every change (L1 to L3 in `live.rs`),
 //! so that the reclaim boundary ([`Catalog::first_live`]), the objects held
@@ -137,6 +143,9 @@ pub struct Catalog {
     firsts: BTreeSet<(u64, RegionId)>,
     /// Per region: the highest released-through id of the indexed release records.
     released: Records,
+    /// Per region: the highest released-through id of the releases known
+    /// for good (markers, records of removed objects): C4.
+    permanent: RegionMap<EntryId>,
     /// Per region: the highest flush mark of the indexed mark records.
     marked: Records,
     bytes: u64,
@@ -315,11 +324,12 @@ impl Catalog {
 
     /// Removes every object below `sequence` (collected objects) and
     /// returns how many were removed. Release and mark records of the
-    /// remaining objects are kept; those of removed objects go with them
-    /// (their regions have no segment left at or below them: every segment
-    /// of a released region lies at or below its release, and every entry
-    /// at or below a mark lies in an object at or below the mark's carrier).
-    /// Costs what the removed objects hold, not what the catalog holds.
+    /// remaining objects are kept; the marks of removed objects go with them
+    /// (every entry at or below a mark lies in an object at or below the
+    /// mark's carrier), their releases become permanent (C4: a release is
+    /// forever; a writer removes a record's object only once its marker is
+    /// durable, rfcs/0005). Costs what the removed objects hold, not what
+    /// the catalog holds.
     pub fn remove_below(&mut self, sequence: u64) -> usize {
         let n = self.objects.partition_point(|o| o.sequence < sequence);
         if n == 0 {
@@ -337,6 +347,8 @@ impl Catalog {
                 }
             }
             for record in &object.releases {
+                let kept = self.permanent.entry(record.region).or_insert(0);
+                *kept = (*kept).max(record.released_through);
                 match self.released.forget(record.region, sequence) {
                     Forgot::Unchanged => {}
                     Forgot::Gone => {
@@ -430,11 +442,27 @@ impl Catalog {
     }
 
     /// Through which id `region`'s entries are obsolete: the highest of the
-    /// owner's watermark, its indexed release and its indexed flush mark.
+    /// owner's watermark, its release and its indexed flush mark.
     pub fn obsolete_through(&self, region: RegionId) -> EntryId {
         self.watermark(region)
-            .max(self.released.get(region))
+            .max(self.released_through(region))
             .max(self.marked.get(region))
+    }
+
+    /// Learns that `region` was released through `through` for good (its
+    /// release marker, rfcs/0005): from now on it is released (C4), its
+    /// entries through `through` are obsolete, and it refuses appends in a
+    /// store built on this catalog.
+    pub fn learn_release(&mut self, region: RegionId, through: EntryId) {
+        let kept = self.permanent.entry(region).or_insert(through);
+        let before = *kept;
+        *kept = before.max(through);
+        if let Some(changed) = self.changed.as_mut() {
+            changed.insert(region);
+        }
+        if self.regions.contains_key(&region) {
+            self.relive(region);
+        }
     }
 
     /// Checks every invariant over the whole catalog. Used after every
@@ -443,6 +471,9 @@ impl Catalog {
         let mut rebuilt = Catalog::new();
         for object in &self.objects {
             rebuilt.insert(object.clone())?;
+        }
+        for (&region, &through) in &self.permanent {
+            rebuilt.learn_release(region, through);
         }
         for (&region, state) in &self.regions {
             rebuilt.set_watermark(region, state.watermark);
@@ -556,7 +587,7 @@ impl Catalog {
             .keys()
             .filter_map(|&region| {
                 let obsolete = watermark(region)
-                    .max(self.released.get(region))
+                    .max(self.released_through(region))
                     .max(self.marked.get(region));
                 self.seqs(region).iter().find_map(|&sequence| {
                     self.segment(sequence, region)
@@ -630,21 +661,33 @@ impl Catalog {
         self.regions.len()
     }
 
-    /// Per released region, the highest released-through id of the indexed
-    /// release records.
+    /// Per released region, the highest released-through id of its indexed
+    /// release records and its permanent release (C4), each region once.
     pub fn released(&self) -> impl Iterator<Item = (RegionId, EntryId)> + '_ {
-        self.released.by_region.iter().map(|(r, x)| (*r, x.value))
+        let recorded = self
+            .released
+            .by_region
+            .iter()
+            .filter(|(r, _)| !self.permanent.contains_key(*r))
+            .map(|(r, x)| (*r, x.value));
+        let permanent = self
+            .permanent
+            .iter()
+            .map(|(r, &through)| (*r, through.max(self.released.get(*r))));
+        recorded.chain(permanent)
     }
 
-    /// The highest released-through id of `region`'s indexed release
-    /// records (0 when none).
+    /// The highest released-through id of `region` (0 when none): of its
+    /// indexed release records and its permanent release.
     pub fn released_through(&self, region: RegionId) -> EntryId {
-        self.released.get(region)
+        let permanent = self.permanent.get(&region).copied().unwrap_or(0);
+        self.released.get(region).max(permanent)
     }
 
-    /// Whether an indexed release record names `region`.
+    /// Whether `region` was released: an indexed release record or a
+    /// permanent release names it.
     pub fn is_released(&self, region: RegionId) -> bool {
-        self.released.by_region.contains_key(&region)
+        self.released.by_region.contains_key(&region) || self.permanent.contains_key(&region)
     }
 
     /// Per region, the highest flush mark of the indexed mark records.
@@ -652,10 +695,10 @@ impl Catalog {
         self.marked.by_region.iter().map(|(r, x)| (*r, x.value))
     }
 
-    /// What reads hide of `region` by the indexed records alone: the
-    /// higher of its flush mark and its released-through id.
+    /// What reads hide of `region` by the log alone: the higher of its
+    /// indexed flush mark and its released-through id.
     pub fn hidden_through(&self, region: RegionId) -> EntryId {
-        self.marked.get(region).max(self.released.get(region))
+        self.marked.get(region).max(self.released_through(region))
     }
 }
 
@@ -784,5 +827,46 @@ pub(crate) mod tests {
         }];
         c.insert(o).unwrap();
         assert_eq!(c.released_through(1), 10);
+    }
+
+    /// C4: a release outlives the object carrying its record, and one
+    /// learnt from its marker counts like a record.
+    #[test]
+    fn a_release_is_never_forgotten() {
+        let mut c = Catalog::new();
+        c.insert(object(1, &[1, 2])).unwrap();
+        let mut o = object(2, &[3]);
+        o.releases = vec![ReleaseRecord {
+            region: 1,
+            released_through: format::entry_id(1, 2),
+        }];
+        c.insert(o).unwrap();
+        c.insert(object(3, &[3])).unwrap();
+        assert_eq!(c.remove_below(3), 2);
+        c.check_invariants().unwrap();
+        assert!(c.is_released(1));
+        assert_eq!(c.released_through(1), format::entry_id(1, 2));
+        assert_eq!(
+            c.released().collect::<Vec<_>>(),
+            [(1, format::entry_id(1, 2))]
+        );
+        // Region 2 was never released; its marker makes it so, and its
+        // entries stop pinning.
+        assert!(!c.is_released(2));
+        let mut c = Catalog::new();
+        c.insert(object(1, &[2])).unwrap();
+        c.insert(object(2, &[5])).unwrap();
+        assert_eq!(c.first_live(&BTreeMap::new()), Some(1));
+        c.learn_release(2, format::entry_id(1, 2));
+        c.check_invariants().unwrap();
+        assert!(c.is_released(2));
+        assert_eq!(c.hidden_through(2), format::entry_id(1, 2));
+        assert_eq!(c.first_live(&BTreeMap::new()), Some(2));
+        // A marker of a region the catalog holds nothing of.
+        c.learn_release(9, 0);
+        assert!(c.is_released(9));
+        let mut rows: Vec<_> = c.released().collect();
+        rows.sort_unstable();
+        assert_eq!(rows, [(2, format::entry_id(1, 2)), (9, 0)]);
     }
 }

@@ -1,10 +1,14 @@
 //! Key naming, in exactly one place.
 //!
 //! An object of sequence `s` under prefix `p` is stored at
-//! `p/objects/<s as 20 decimal digits>.wal`, and the fence of epoch `e` at
-//! `p/fences/<e as 20 decimal digits>.fence`. Twenty digits hold every
-//! `u64`, so the byte order of keys is numeric order and a listing needs no
-//! sort by number. Parsing accepts only keys this module could have made.
+//! `p/objects/<s as 20 decimal digits>.wal`, the fence of epoch `e` at
+//! `p/fences/<e as 20 decimal digits>.fence`, and the permanent marker of
+//! the release of region `r` through id `t` at
+//! `p/released/<r as 20 digits>-<t as 20 digits>` (an empty object: the key
+//! says everything, rfcs/0005 "A release is forever"). Twenty digits hold
+//! every `u64`, so the byte order of keys is numeric order and a listing
+//! needs no sort by number. Parsing accepts only keys this module could
+//! have made.
 //!
 //! A prefix is refused when a key built from it could leave it or could not
 //! be stored: `.`/`..`/empty parts, a leading `/`, `\`, control characters,
@@ -25,13 +29,17 @@ const SUFFIX: &str = ".wal";
 const FENCES_DIR: &str = "fences";
 /// The suffix of every fence key.
 const FENCE_SUFFIX: &str = ".fence";
+/// The folder under the prefix that holds the release markers.
+const RELEASED_DIR: &str = "released";
+/// What separates the region from the released-through id in a marker key.
+const RELEASED_SEPARATOR: char = '-';
 /// Digits of a sequence in a key.
 const DIGITS: usize = 20;
 /// The longest key any supported object store accepts, in bytes.
 pub const MAX_KEY_LEN: usize = 1024;
-/// The longest prefix: its longest key (a fence's) stays within [`MAX_KEY_LEN`].
-pub const MAX_PREFIX_LEN: usize =
-    MAX_KEY_LEN - (1 + FENCES_DIR.len() + 1 + DIGITS + FENCE_SUFFIX.len());
+/// The longest prefix: its longest key (a release marker's) stays within
+/// [`MAX_KEY_LEN`].
+pub const MAX_PREFIX_LEN: usize = MAX_KEY_LEN - (1 + RELEASED_DIR.len() + 1 + DIGITS + 1 + DIGITS);
 
 /// A validated key prefix: non-empty, relative, with no empty, `.` or `..`
 /// parts, and no trailing slash.
@@ -62,7 +70,7 @@ impl Prefix {
         }
         if prefix.len() > MAX_PREFIX_LEN {
             return refuse(
-                "it is longer than 990 bytes (keys would pass the stores' 1024-byte limit)",
+                "it is longer than 973 bytes (keys would pass the stores' 1024-byte limit)",
             );
         }
         if prefix.starts_with('/') {
@@ -124,17 +132,43 @@ impl Prefix {
         self.parse(key, FENCES_DIR, FENCE_SUFFIX)
     }
 
+    /// The listing prefix of this prefix's release markers (ends with `/`).
+    pub fn released_prefix(&self) -> String {
+        format!("{}/{RELEASED_DIR}/", self.0)
+    }
+
+    /// The key of the marker of `region`'s release through `through`.
+    pub fn released_key(&self, region: u64, through: u64) -> String {
+        format!(
+            "{}/{RELEASED_DIR}/{region:0DIGITS$}{RELEASED_SEPARATOR}{through:0DIGITS$}",
+            self.0
+        )
+    }
+
+    /// The region and released-through id named by `key`, if `key` is a
+    /// well-formed release marker key of this prefix.
+    pub fn parse_released_key(&self, key: &str) -> Option<(u64, u64)> {
+        let rest = key.strip_prefix(self.0.as_str())?.strip_prefix('/')?;
+        let name = rest.strip_prefix(RELEASED_DIR)?.strip_prefix('/')?;
+        let (region, through) = name.split_once(RELEASED_SEPARATOR)?;
+        Some((number(region)?, number(through)?))
+    }
+
     fn parse(&self, key: &str, dir: &str, suffix: &str) -> Option<u64> {
         let rest = key.strip_prefix(self.0.as_str())?;
         let rest = rest.strip_prefix('/')?;
         let rest = rest.strip_prefix(dir)?;
         let rest = rest.strip_prefix('/')?;
-        let digits = rest.strip_suffix(suffix)?;
-        if digits.len() != DIGITS || !digits.bytes().all(|b| b.is_ascii_digit()) {
-            return None;
-        }
-        digits.parse().ok()
+        number(rest.strip_suffix(suffix)?)
     }
+}
+
+/// The number written as exactly [`DIGITS`] decimal digits.
+fn number(digits: &str) -> Option<u64> {
+    if digits.len() != DIGITS || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    digits.parse().ok()
 }
 
 /// Where the logs of a store are, found in a listing of the whole store:
@@ -251,6 +285,31 @@ mod tests {
     }
 
     #[test]
+    fn release_marker_keys_round_trip_and_are_no_other_keys() {
+        let p = Prefix::new("n").unwrap();
+        let k = p.released_key(7, 1 << 40);
+        assert_eq!(k, "n/released/00000000000000000007-00000001099511627776");
+        assert_eq!(p.parse_released_key(&k), Some((7, 1 << 40)));
+        assert!(k.starts_with(&p.released_prefix()));
+        assert_eq!(p.parse_object_key(&k), None);
+        assert_eq!(p.parse_fence_key(&k), None);
+        assert_eq!(p.parse_released_key(&p.object_key(7)), None);
+        let max = p.released_key(u64::MAX, u64::MAX);
+        assert_eq!(p.parse_released_key(&max), Some((u64::MAX, u64::MAX)));
+        for bad in [
+            "n/released/7-8",
+            "n/released/00000000000000000007",
+            "n/released/00000000000000000007-0000000000000000000x",
+            "n/released/00000000000000000007_00000000000000000008",
+            "m/released/00000000000000000007-00000000000000000008",
+            "n/released/00000000000000000007-00000000000000000008.tmp",
+            "n/released/x/00000000000000000007-00000000000000000008",
+        ] {
+            assert_eq!(p.parse_released_key(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
     fn malformed_keys_are_not_parsed() {
         let p = Prefix::new("a").unwrap();
         for k in [
@@ -324,10 +383,11 @@ mod tests {
 
     #[test]
     fn the_longest_prefix_keeps_every_key_within_the_stores_limit() {
-        assert_eq!(MAX_PREFIX_LEN, 990);
+        assert_eq!(MAX_PREFIX_LEN, 973);
         let longest = "p".repeat(MAX_PREFIX_LEN);
         let p = Prefix::new(&longest).unwrap();
-        assert_eq!(p.fence_key(u64::MAX).len(), MAX_KEY_LEN);
+        assert_eq!(p.released_key(u64::MAX, u64::MAX).len(), MAX_KEY_LEN);
+        assert!(p.fence_key(u64::MAX).len() <= MAX_KEY_LEN);
         assert!(p.object_key(u64::MAX).len() <= MAX_KEY_LEN);
         let err = Prefix::new(&format!("{longest}q")).unwrap_err();
         assert!(err.reason.contains("1024"), "{err}");

@@ -95,6 +95,11 @@ impl Wal {
     /// Calling it again after a failure (or a crash) is safe: the new floor
     /// hides the copies the failed call left, and the engine replays from
     /// the floor it got from the call that succeeded.
+    ///
+    /// A region the other log released (its reader knows every release
+    /// ever made, also one whose record collection deleted) is refused with
+    /// [`Error::RegionReleased`]: its entries are gone, and importing
+    /// nothing would look like an empty region.
     pub async fn import_region(
         &self,
         from_log: &WalReader,
@@ -110,6 +115,11 @@ impl Wal {
         // nothing to import (the model test found an import of nothing on
         // a stopped store answering `Ok`).
         self.regions().await?;
+        // Released there: its entries are gone, and there is nothing to
+        // move (rfcs/0005, "A release is forever").
+        if from_log.is_released(region) {
+            return Err(Error::RegionReleased { region });
+        }
         let theirs = from_log
             .latest_entry_id(region)
             .max(from_log.released_through(region));
@@ -215,10 +225,17 @@ fn framed(data: &Bytes) -> u64 {
 }
 
 impl WalReader {
-    /// Through which id an indexed release record released `region` (0
-    /// when none did).
+    /// Through which id `region` was released (0 when it was not): by an
+    /// indexed release record or a release marker, so also after
+    /// collection deleted the record (rfcs/0005, "A release is forever").
     pub fn released_through(&self, region: RegionId) -> EntryId {
         self.catalog.released_through(region)
+    }
+
+    /// Whether `region` was released, as of this reader's open (its
+    /// followers learn later releases as they come).
+    pub fn is_released(&self, region: RegionId) -> bool {
+        self.catalog.is_released(region)
     }
 }
 

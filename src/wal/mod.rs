@@ -299,6 +299,9 @@ impl Wal {
             // past the key that blocks).
             rules::start_sequence(walked.blocked, listed, epoch).max(walked.settled_max + 1)
         };
+        // Every release the chain records is made permanent before the
+        // start object's boundary may free its object (rfcs/0005, M3).
+        open::released::make_permanent(&storage, &prefix, &mut catalog, &config).await?;
         let start =
             recovery::write_start_object(&storage, &prefix, epoch, first, &mut catalog).await?;
         // A newer process that claimed before the start object landed may
@@ -453,10 +456,24 @@ impl Wal {
     }
 
     /// Drops `region` durably: records that it is released through the
-    /// largest id ever handed out for it, in an object sealed at once, and
-    /// returns once that object is durable and indexed (in both ack modes).
-    /// From then on the region reads as empty, appends to it are refused,
-    /// and it never pins the collection of objects.
+    /// largest id ever handed out for it, in an object sealed at once, then
+    /// creates its permanent marker (`<prefix>/released/<region>-<through>`,
+    /// an empty object collection never deletes), and returns once both
+    /// are durable (in both ack modes). From then on, for the life of the
+    /// log, the region reads as empty, appends to it are refused with
+    /// [`Error::RegionReleased`], [`regions`](Self::regions) reports it
+    /// released, every follower ends it with `Err(RegionReleased)`, and it
+    /// never pins the collection of objects: also after restarts, after
+    /// collection deleted the record's object, and for followers that start
+    /// later. A region id is therefore never reused. A repeated release is
+    /// harmless (it creates no second marker).
+    ///
+    /// A marker that cannot be made answers a retryable [`Error::Storage`]
+    /// whose message says the record is durable: the release holds (the
+    /// marker is tried again, and the next open makes it), and repeating
+    /// the call is harmless. While the store is failing, the release
+    /// answers [`Error::Failing`] at once and its record is kept for the
+    /// next object (rfcs/0005).
     pub async fn release_region(&self, region: RegionId) -> Result<(), Error> {
         match self.call(|reply| Command::Release { region, reply }).await {
             Err(Error::Stopped { detail: None }) => Err(Error::Stopped {
@@ -509,9 +526,11 @@ impl Wal {
     }
 
     /// What the log holds per region (see [`RegionInfo`]), in region order:
-    /// every region with an indexed segment or a release, with its first and
-    /// last indexed id, entries and bytes held, watermark and whether it is
-    /// released. Entries not yet in an indexed object are not counted.
+    /// every region with an indexed segment or a release (every release
+    /// ever made, also one whose record collection deleted), with its first
+    /// and last indexed id, entries and bytes held, watermark and whether
+    /// it is released. Entries not yet in an indexed object are not
+    /// counted.
     ///
     /// Answered by the actor, which owns the catalog: it fails with
     /// [`Error::Stopped`] once the store is stopped, and still answers

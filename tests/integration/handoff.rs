@@ -198,8 +198,12 @@ async fn an_import_repeated_after_a_failure_leaves_no_duplicate() {
     node_b.stop().await.unwrap();
 }
 
+/// A region the other log released has nothing to move: `import_region`
+/// and `take_over` refuse it with `RegionReleased` (issue 30 item 3: they
+/// answered `Ok` with nothing imported, which reads as an empty region).
+/// A region the other log never held imports nothing and moves no id.
 #[tokio::test]
-async fn importing_a_released_or_empty_region_imports_nothing_but_moves_the_ids() {
+async fn importing_a_released_region_is_refused_and_an_empty_one_imports_nothing() {
     let storage = faulty_memory().storage();
     let a_ids = node_a(&storage, 6).await;
     let a = Wal::open(storage.clone(), "a", test_config())
@@ -210,17 +214,20 @@ async fn importing_a_released_or_empty_region_imports_nothing_but_moves_the_ids(
     let reader = WalReader::open(storage.clone(), "a", test_config())
         .await
         .unwrap();
+    assert!(reader.is_released(R));
     assert!(reader.released_through(R) >= *a_ids.last().unwrap());
     let node_b = Wal::open(storage.clone(), "b", test_config())
         .await
         .unwrap();
-    let moved = node_b.import_region(&reader, R, 0).await.unwrap();
-    assert_eq!((moved.entries, moved.first_id, moved.last_id), (0, 0, 0));
-    assert_eq!(moved.floor, reader.released_through(R));
-    let next = node_b.append(vec![(R, b("first on b"))]).await.unwrap();
-    assert!(
-        next[0] > moved.floor,
-        "new ids lie above every id A handed out"
+    let err = node_b.import_region(&reader, R, 0).await.unwrap_err();
+    assert!(matches!(err, Error::RegionReleased { region: R }), "{err}");
+    let err = node_b.take_over(&reader, R, 0).unwrap_err();
+    assert!(matches!(err, Error::RegionReleased { region: R }), "{err}");
+    assert!(node_b.regions().await.unwrap().is_empty(), "nothing moved");
+    let empty = node_b.import_region(&reader, 99, 0).await.unwrap();
+    assert_eq!(
+        (empty.entries, empty.first_id, empty.last_id, empty.floor),
+        (0, 0, 0, 0)
     );
     let err = node_b
         .import_region(&reader, u64::MAX, 0)

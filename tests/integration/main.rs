@@ -23,6 +23,7 @@ mod open_reads;
 mod pinning;
 mod prefetch;
 mod quarantine;
+mod release_forever;
 mod replay;
 mod runtime;
 mod spans;

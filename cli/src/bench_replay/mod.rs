@@ -12,6 +12,9 @@
 //! - `regions` ([`regions`]): the open of a log of many idle regions
 //!   against a log of few: open time and heap held per idle region
 //!   (issue 23).
+//! - `released` ([`released`]): the open of a log with many released
+//!   regions whose records were collected against the same log without
+//!   releases: what the release markers cost an open (issue 30).
 //!
 //! The machine may be shared and noisy, so every scenario runs its
 //! variants interleaved, `--runs` times, and reports medians and the ratio
@@ -28,6 +31,7 @@ use crate::{CliError, CliResult};
 mod open;
 mod pinning;
 mod regions;
+mod released;
 mod restart;
 
 /// Arguments of `objwal bench-replay`.
@@ -49,6 +53,9 @@ enum Scenario {
     /// A log of many idle regions against one of few: open time and heap
     /// held per idle region.
     Regions(regions::RegionsArgs),
+    /// A log of many released regions (records collected) against the same
+    /// log without releases: what the release markers cost an open.
+    Released(released::ReleasedArgs),
 }
 
 /// Runs the scenario.
@@ -59,6 +66,7 @@ pub async fn run(prefix: &str, args: BenchReplayArgs) -> CliResult {
         Scenario::Open(args) => open::run(prefix, args).await,
         Scenario::Pinning(args) => pinning::run(prefix, args).await,
         Scenario::Regions(args) => regions::run(prefix, args).await,
+        Scenario::Released(args) => released::run(prefix, args).await,
     }
 }
 

@@ -90,6 +90,10 @@ impl Wal {
     /// It holds what the other node has not flushed of the region (its
     /// durable flush marks drop what they cover): an engine that cannot
     /// spare that memory uses [`import_region`](Self::import_region).
+    ///
+    /// A region `from_log` knows released is refused with
+    /// [`Error::RegionReleased`]; one released while it is followed makes
+    /// [`Takeover::finish`] return that error: there is nothing to move.
     pub fn take_over(
         &self,
         from_log: &WalReader,
@@ -100,6 +104,10 @@ impl Wal {
             return Err(Error::invalid(format!(
                 "region {region} (u64::MAX) is reserved for release records"
             )));
+        }
+        // Released there: nothing to move (rfcs/0005).
+        if from_log.is_released(region) {
+            return Err(Error::RegionReleased { region });
         }
         let start = from.saturating_sub(1);
         let follower = from_log.follow([(region, start)]);
@@ -142,7 +150,9 @@ impl Takeover {
     /// failed switch left).
     ///
     /// A failure of the follower (a storage error that does not pass, a
-    /// damaged object under `DamagePolicy::Fail`) is returned here.
+    /// damaged object under `DamagePolicy::Fail`) is returned here, and so
+    /// is [`Error::RegionReleased`] when the other node released the region
+    /// (nothing is appended).
     pub async fn finish(mut self) -> Result<Imported, Error> {
         let (reply, answer) = oneshot::channel();
         let gone = || Error::Stopped {
@@ -227,12 +237,8 @@ async fn hold(
                 bytes += entry.data.len() as u64;
                 held.push_back(entry);
             }
-            // Released on the other node: nothing to import, the floor
-            // lies above the release.
-            Some(Event::Item(Err(Error::RegionReleased { .. }))) => {
-                held.clear();
-                bytes = 0;
-            }
+            // Released on the other node (also one the follower learns
+            // after a hole): nothing to move; `finish` says so.
             Some(Event::Item(Err(error))) => failed = Some(error),
             Some(Event::CaughtUp(token)) => {
                 if let Some((_, reply)) = finishing.take_if(|(t, _)| *t == token) {

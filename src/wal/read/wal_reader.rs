@@ -21,7 +21,7 @@ use crate::metrics::StoreMetrics;
 use crate::storage::keys::Prefix;
 use crate::storage::Storage;
 use crate::wal::open::damage::Damage;
-use crate::wal::open::{open_mode, recovery};
+use crate::wal::open::{open_mode, recovery, released};
 use crate::wal::read::source::{Holes, ReadContext, ReaderSource};
 use crate::wal::read::{follow, reader, traced};
 use crate::wal::{Entry, Hole};
@@ -75,6 +75,10 @@ impl WalReader {
     /// nothing: a failed request is returned to the caller, who may repeat
     /// the call.
     ///
+    /// Its open lists the release markers (`released/`, a page per 1,000 on
+    /// S3) after the objects: the reader knows every release ever made
+    /// (rfcs/0005, "A release is forever").
+    ///
     /// A prefix that holds no log (no object, no fence of an opener) fails
     /// with [`Error::NoLog`], naming the prefixes of the store that hold
     /// one, as [`Wal::open`](crate::Wal::open) does with
@@ -119,7 +123,10 @@ impl WalReader {
         config.validate()?;
         let prefix = Prefix::new(prefix)?;
         let storage = storage.with_request_timeout(config.request_timeout);
-        let recovered = recovery::recover_with(&storage, &prefix, &config).await?;
+        let mut recovered = recovery::recover_with(&storage, &prefix, &config).await?;
+        // Every release ever made, also those whose records were collected
+        // (rfcs/0005, "A release is forever").
+        released::learn(&storage, &prefix, &mut recovered.catalog).await?;
         if require_log && recovered.present.is_empty() {
             // No object listed: a log only if an opener claimed it.
             open_mode::require_log(&storage, &prefix).await?;
@@ -181,7 +188,9 @@ impl WalReader {
     }
 
     /// What the prefix holds per region (see [`RegionInfo`]), in region
-    /// order: every region with an indexed segment or an indexed release.
+    /// order: every region with an indexed segment or a release (an indexed
+    /// release record, or a release marker: every release ever made, also
+    /// one whose record collection deleted).
     /// A reader knows no engine watermarks, so `watermark` is the
     /// released-through id of released regions and 0 otherwise.
     pub fn regions(&self) -> Vec<RegionInfo> {

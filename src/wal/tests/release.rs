@@ -24,6 +24,8 @@ pub(crate) const REQUIRED: &[&str] = &[
     "a stop of a failing store whose final creates succeed seals the rejected release",
     "a final create that fails: stop returns the error",
     "a stopped or poisoned store keeps no failed release",
+    "a release answers once its marker is durable; a failed marker is retryable and made later",
+    "a stop waits for a marker in flight; one it cannot make, the next open makes",
 ];
 
 fn rows() -> Vec<Row> {
@@ -40,6 +42,8 @@ fn rows() -> Vec<Row> {
         }),
         (REQUIRED[6], || final_create_fails().boxed()),
         (REQUIRED[7], || stopped_or_poisoned_keeps_nothing().boxed()),
+        (REQUIRED[8], || marker_before_the_answer().boxed()),
+        (REQUIRED[9], || marker_at_stop().boxed()),
     ]
 }
 
@@ -301,4 +305,123 @@ async fn stopped_or_poisoned_keeps_nothing() {
         "{err}"
     );
     wal.stop().await.unwrap();
+}
+
+/// The release markers under the bench's prefix, as (region, through).
+async fn markers(t: &Bench) -> Vec<(u64, u64)> {
+    let prefix = crate::storage::keys::Prefix::new(&t.prefix).unwrap();
+    t.faulty
+        .inner()
+        .list(&prefix.released_prefix())
+        .await
+        .unwrap()
+        .iter()
+        .filter_map(|m| prefix.parse_released_key(&m.key))
+        .collect()
+}
+
+async fn marker_before_the_answer() {
+    for mode in [AckMode::Durable, AckMode::Enqueued] {
+        let t = Bench::new(
+            &format!("rel-marker-{mode:?}"),
+            Config {
+                ack_mode: mode,
+                ..enqueued()
+            },
+        );
+        let wal = t.open().await;
+        let ids = wal.append(vec![(1, b("a")), (2, b("b"))]).await.unwrap();
+        wal.wait_durable(2, ids[1]).await.unwrap();
+        // The record's object lands; the marker is held.
+        let w = wal.clone();
+        let release = tokio::spawn(async move { w.release_region(1).await });
+        within(async {
+            while t.counter(m::RELEASE_RECORDS_TOTAL) == 0 {
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+        })
+        .await;
+        t.faulty.hold_creates(true);
+        let w = wal.clone();
+        let again = tokio::spawn(async move { w.release_region(2).await });
+        within(t.faulty.wait_held(1)).await; // the record of region 2
+        t.faulty.release_all();
+        within(t.faulty.wait_held(1)).await; // its marker
+        assert!(
+            t.faulty.held()[0].contains("/released/"),
+            "{:?}",
+            t.faulty.held()
+        );
+        assert!(!again.is_finished(), "{mode:?}: answered before its marker");
+        t.faulty.hold_creates(false);
+        t.faulty.release_all();
+        within(release).await.unwrap().unwrap();
+        within(again).await.unwrap().unwrap();
+        assert_eq!(
+            markers(&t).await,
+            [(1, ids[0]), (2, ids[1])],
+            "{mode:?}: one marker each, through the region's last id"
+        );
+        // A marker that keeps failing: the record is durable, the answer
+        // retryable; the next tick makes the marker.
+        let three = wal.append(vec![(3, b("c"))]).await.unwrap()[0];
+        let attempts = t.config.stop_attempts as usize;
+        t.faulty.fail_next(
+            Op::Create,
+            "/released/",
+            attempts,
+            StorageErrorKind::Transient,
+        );
+        let err = within(wal.release_region(3)).await.unwrap_err();
+        assert!(
+            err.is_retryable() && err.to_string().contains("is durable"),
+            "{err}"
+        );
+        assert!(!markers(&t).await.iter().any(|(r, _)| *r == 3));
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert!(
+            markers(&t).await.contains(&(3, three)),
+            "{mode:?}: made on a later tick"
+        );
+        wal.stop().await.unwrap();
+        assert!(released_after_reopen(&t, 3).await, "{mode:?}");
+    }
+}
+
+async fn marker_at_stop() {
+    // A marker in flight when the stop comes: the stop waits for it.
+    let t = Bench::new("rel-marker-stop", config());
+    let wal = t.open().await;
+    wal.append(vec![(1, b("a"))]).await.unwrap();
+    t.faulty.set_latency(Op::Create, Duration::from_millis(500));
+    let w = wal.clone();
+    let release = tokio::spawn(async move { w.release_region(1).await });
+    within(async {
+        while t.counter(m::RELEASE_RECORDS_TOTAL) == 0 {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+    })
+    .await;
+    within(wal.stop()).await.unwrap();
+    t.faulty.clear_faults();
+    within(release).await.unwrap().unwrap();
+    assert_eq!(markers(&t).await.len(), 1, "made before the stop returned");
+
+    // A marker the stop cannot make: not a loss (its record is durable),
+    // and the next open makes it before its start object.
+    let t = Bench::new("rel-marker-stop-fails", config());
+    let wal = t.open().await;
+    wal.append(vec![(1, b("a"))]).await.unwrap();
+    t.faulty.fail_next(
+        Op::Create,
+        "/released/",
+        usize::MAX,
+        StorageErrorKind::Transient,
+    );
+    assert!(wal.release_region(1).await.unwrap_err().is_retryable());
+    within(wal.stop()).await.unwrap();
+    assert!(markers(&t).await.is_empty());
+    t.faulty.clear_faults();
+    assert!(released_after_reopen(&t, 1).await);
+    assert_eq!(markers(&t).await.len(), 1, "the open made it");
 }

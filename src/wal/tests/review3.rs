@@ -238,6 +238,10 @@ async fn a_failed_release_never_leaves_a_boundary_without_its_record() {
         let void = t.faulty.held().remove(0);
         if landed {
             assert!(t.faulty.release(&void));
+            // Then the release's marker (rfcs/0005), held too.
+            within(t.faulty.wait_held(1)).await;
+            assert!(t.faulty.held()[0].contains("/released/"));
+            t.faulty.release_all();
             within(release).await.unwrap().unwrap();
             tokio::time::sleep(Duration::from_secs(1)).await;
         }

@@ -221,10 +221,7 @@ impl Driver {
             };
         }
         let released = regions.iter().any(|r| self.model.released_now(*r));
-        let forgotten = regions.iter().any(|r| self.model.forgotten(*r));
-        if call == Call::Append
-            && (released || forgotten && matches!(e, Error::RegionReleased { .. }))
-        {
+        if call == Call::Append && released {
             return match e {
                 Error::RegionReleased { .. } => Ok(()),
                 e => Err(format!(
@@ -541,6 +538,7 @@ impl Driver {
                 let result = within("release_region", self.wal(2).release_region(*region)).await?;
                 self.release_answered(*region, result, faulty)
             }
+            Op::ReleaseForever { region } => self.release_forever(*region, faulty).await,
             Op::Flush => {
                 let result = within("flush", self.wal(0).flush()).await?;
                 self.flush_answered(result, faulty, &admitted)

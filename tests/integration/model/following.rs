@@ -2,8 +2,11 @@
 //! lives across the store's restarts, fencings and damage; at a catch-up
 //! it must have yielded, per region, every promised entry above its start
 //! that is not obsolete nor released, in id order, each once, and nothing
-//! the log never held. What it yields is durable: an admitted entry it
-//! yields is promised from then on (it must replay after any crash).
+//! the log never held; and it must have ended every region released for
+//! good with `RegionReleased`, also one whose release record collection
+//! deleted before the follower started or read it (rfcs/0005, "A release
+//! is forever"). What it yields is durable: an admitted entry it yields is
+//! promised from then on (it must replay after any crash).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -129,6 +132,7 @@ impl Driver {
             }
         }
         let required = self.required_for_follower();
+        let must_end = self.released_and_followed();
         let Some(following) = self.following.as_mut() else {
             return Ok(());
         };
@@ -137,20 +141,21 @@ impl Driver {
         let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
         let mut failure = None;
         loop {
-            let done = required.iter().all(|(region, ids)| {
-                following.ended.contains(region)
-                    || ids.iter().all(|id| {
-                        following
-                            .seen
-                            .get(region)
-                            .is_some_and(|s| s.iter().any(|e| e.id == *id))
-                            || following
-                                .follower
-                                .holes(*region)
-                                .iter()
-                                .any(|h| h.first_id <= *id && *id <= h.last_id)
-                    })
-            });
+            let done = must_end.is_subset(&following.ended)
+                && required.iter().all(|(region, ids)| {
+                    following.ended.contains(region)
+                        || ids.iter().all(|id| {
+                            following
+                                .seen
+                                .get(region)
+                                .is_some_and(|s| s.iter().any(|e| e.id == *id))
+                                || following
+                                    .follower
+                                    .holes(*region)
+                                    .iter()
+                                    .any(|h| h.first_id <= *id && *id <= h.last_id)
+                        })
+                });
             if done || tokio::time::Instant::now() >= deadline {
                 break;
             }
@@ -178,7 +183,20 @@ impl Driver {
             };
         }
         self.stats.bump("follower catch-ups", 1);
-        self.check_followed(&required, faulty)
+        self.check_followed(&required, &must_end, faulty)
+    }
+
+    /// The followed regions released for good: the follower must end each.
+    fn released_and_followed(&self) -> BTreeSet<RegionId> {
+        let Some(following) = self.following.as_ref() else {
+            return BTreeSet::new();
+        };
+        following
+            .from
+            .keys()
+            .copied()
+            .filter(|r| self.model.released_for_good(*r))
+            .collect()
     }
 
     /// Per followed region, the ids the follower must yield: promised,
@@ -203,6 +221,7 @@ impl Driver {
     fn check_followed(
         &mut self,
         required: &BTreeMap<RegionId, Vec<u64>>,
+        must_end: &BTreeSet<RegionId>,
         faulty: bool,
     ) -> Result<(), String> {
         let Some(following) = self.following.as_ref() else {
@@ -236,6 +255,15 @@ impl Driver {
                     "the follower ended region {region}, which is not released ({})",
                     self.model.release_state(*region)
                 ));
+            }
+            if !faulty && must_end.contains(region) {
+                if !following.ended.contains(region) {
+                    return Err(format!(
+                        "the follower of region {region} (from {from}) never ended it, though \
+                         its release returned Ok (a release is forever)"
+                    ));
+                }
+                self.stats.bump("released regions a follower ended", 1);
             }
             if faulty || self.model.released_at_all(*region) {
                 continue;

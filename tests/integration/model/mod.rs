@@ -14,7 +14,8 @@
 //! a `replay` of every region, a `WalReader` on the live prefix (its reads and replay),
 //! `obsolete` (of a known id, of an entry admitted while its create is
 //! held, of an id above every id handed out), `wait_durable`,
-//! `release_region`, `flush`, virtual time
+//! `release_region` (also followed by collection past its record, a
+//! reopen, an append and a follower on the region), `flush`, virtual time
 //! passing, `stop`, a reopen, a crash (every handle dropped, then a
 //! reopen), a second opener (a newer store fences the running one), a
 //! second log on the same store and `import_region` from it followed by
@@ -38,7 +39,9 @@
 //! replays exactly once, in order, byte for byte (unless obsolete and
 //! collected, or skipped as a reported hole after a corrupted read, or in
 //! an object left out as damaged); what was released reads and replays as
-//! nothing; nothing replays that was never appended, refused, or gone at an
+//! nothing, is reported released by every later open (also once its record
+//! was collected) and ends every follower of it with `RegionReleased`;
+//! nothing replays that was never appended, refused, or gone at an
 //! earlier replay; nothing at or below a flush mark known durable replays
 //! after a restart; an import brings every entry the other log
 //! acknowledged, in order, above its floor; enqueued losses after a crash
@@ -73,6 +76,7 @@ use proptest::test_runner::{Config, RngAlgorithm, TestCaseError, TestError, Test
 
 mod driver;
 mod following;
+mod forever;
 mod held;
 mod reference;
 mod steps;

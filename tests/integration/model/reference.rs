@@ -77,10 +77,6 @@ pub struct Model {
     releasing: BTreeSet<RegionId>,
     /// Releases that failed in an earlier life: maybe durable.
     maybe_released: BTreeSet<RegionId>,
-    /// Released in an earlier life, but the reopen no longer reports the
-    /// release: its record was collected and is forgotten, so an append
-    /// may be accepted again (rfcs/0005, "crash windows that remain").
-    forgotten: BTreeSet<RegionId>,
     /// Two corrupted reads were injected in one step of this life: holes
     /// are allowed (one bad read in transit is never damage).
     pub corruption: bool,
@@ -104,9 +100,8 @@ pub struct Model {
     import_copies: HashMap<Key, (RegionId, Option<u64>)>,
     /// Objects this life's open left out as damaged (holes may name them).
     quarantined: BTreeSet<u64>,
-    /// Regions a release was ever asked for: their ids are not reused by
-    /// an engine (rfcs/0005), so a follower may end them even after the
-    /// store forgot the release and took appends again.
+    /// Regions a release was ever asked for: a follower may end them (a
+    /// release that failed may have landed).
     ever_released: BTreeSet<RegionId>,
 }
 
@@ -123,7 +118,6 @@ impl Model {
             released: BTreeSet::new(),
             releasing: BTreeSet::new(),
             maybe_released: BTreeSet::new(),
-            forgotten: BTreeSet::new(),
             corruption: false,
             pending_marks: HashMap::new(),
             durable_marks: HashMap::new(),
@@ -182,11 +176,10 @@ impl Model {
     /// What the model knows of `region`'s release, for messages.
     pub fn release_state(&self, region: RegionId) -> String {
         format!(
-            "released {}, releasing {}, maybe released {}, forgotten {}",
+            "released {}, releasing {}, maybe released {}",
             self.released.contains(&region),
             self.releasing.contains(&region),
             self.maybe_released.contains(&region),
-            self.forgotten.contains(&region)
         )
     }
 
@@ -338,6 +331,15 @@ impl Model {
         ids.get(k % ids.len().max(1)).copied()
     }
 
+    /// The newest admitted or promised id of `region` the model knows.
+    pub fn newest_of(&self, region: RegionId) -> Option<u64> {
+        self.entries
+            .values()
+            .filter(|e| e.region == region && matches!(e.fate, Fate::Admitted | Fate::Promised))
+            .filter_map(|e| e.id)
+            .max()
+    }
+
     /// The newest id handed out that the model knows, of any region.
     pub fn newest_id(&self) -> Option<u64> {
         self.entries.values().filter_map(|e| e.id).max()
@@ -367,10 +369,10 @@ impl Model {
         !self.quarantined.is_empty()
     }
 
-    /// Whether `region`'s release may have been forgotten, so an append
-    /// to it may be refused or accepted.
-    pub fn forgotten(&self, region: RegionId) -> bool {
-        self.forgotten.contains(&region)
+    /// Whether a release of `region` returned `Ok` (or a stop made it
+    /// durable): it is released for good, whatever collection deletes.
+    pub fn released_for_good(&self, region: RegionId) -> bool {
+        self.released.contains(&region)
     }
 
     /// Whether `region` is released as far as this life is concerned.
@@ -461,7 +463,6 @@ impl Model {
                     "id {id} of region {region} handed out twice (entries {other} and {key})"
                 ));
             }
-            self.forgotten.remove(region);
             let e = self.entries.get_mut(key).ok_or("unknown key")?;
             e.id = Some(*id);
             e.fate = if self.enqueued {

@@ -44,6 +44,10 @@ impl Model {
             .union(&self.releasing)
             .copied()
             .collect();
+        // A release is forever (rfcs/0005): every release that returned
+        // `Ok` is reported at every open, also once collection deleted the
+        // object carrying its record (issue 30 item 3: it was forgotten).
+        let for_good = self.released.clone();
         let mut reported = BTreeSet::new();
         for info in infos {
             if info.released {
@@ -149,9 +153,12 @@ impl Model {
             self.gone.insert(key);
         }
         self.maybe_released = maybe.difference(&self.released).copied().collect();
-        // A release the reopen does not report had its record collected.
-        let forgotten: Vec<RegionId> = self.released.difference(&reported).copied().collect();
-        self.forgotten.extend(forgotten);
+        if let Some(region) = for_good.difference(&reported).next() {
+            return Err(format!(
+                "region {region}: its release returned Ok, yet the reopen does not report it \
+                 (a release is forever)"
+            ));
+        }
         self.released = reported;
         self.releasing.clear();
         // Marks not known durable may or may not have become so; the

@@ -175,6 +175,11 @@ pub enum Op {
     WaitDurable { region: u64, pick: usize },
     /// `release_region(region)`.
     Release { region: u64 },
+    /// `release_region(region)`, then collection past its record (every
+    /// known entry flushed and obsolete, time until no object carries the
+    /// record), a reopen, an append to the region and a follower started
+    /// on it: released for good, refused, ended (`forever`).
+    ReleaseForever { region: u64 },
     /// `flush()`.
     Flush,
     /// Virtual time passes (timers, retries, collection).
@@ -243,6 +248,9 @@ pub enum Target {
     Objects,
     /// Fences (claims at open, probes before acknowledgements).
     Fences,
+    /// Release markers (rfcs/0005): a release whose marker fails answers
+    /// a retryable error and its record stays until the marker is made.
+    Released,
 }
 
 impl Target {
@@ -250,6 +258,7 @@ impl Target {
         match self {
             Target::Objects => "/objects/",
             Target::Fences => "/fences/",
+            Target::Released => "/released/",
         }
     }
 }
@@ -487,6 +496,7 @@ fn op() -> impl Strategy<Value = Op> {
         3 => (region(), 0usize..16).prop_map(|(region, pick)| Op::Obsolete { region, pick }),
         3 => wait_durable(),
         1 => region().prop_map(|region| Op::Release { region }),
+        1 => region().prop_map(|region| Op::ReleaseForever { region }),
         2 => Just(Op::Flush),
         2 => prop_oneof![Just(5u64), Just(50), Just(1_000)].prop_map(|ms| Op::Advance { ms }),
         1 => Just(Op::Stop),
@@ -498,7 +508,11 @@ fn op() -> impl Strategy<Value = Op> {
 }
 
 fn target() -> impl Strategy<Value = Target> {
-    prop_oneof![3 => Just(Target::Objects), 1 => Just(Target::Fences)]
+    prop_oneof![
+        3 => Just(Target::Objects),
+        1 => Just(Target::Fences),
+        1 => Just(Target::Released)
+    ]
 }
 
 fn fault() -> impl Strategy<Value = Fault> {

@@ -295,7 +295,8 @@ impl Driver {
         let Some(source) = self.source.as_ref() else {
             return Ok(true);
         };
-        let candidates: Vec<(Key, Bytes, bool)> = if source.released.contains(&region) {
+        let released_there = source.released.contains(&region);
+        let candidates: Vec<(Key, Bytes, bool)> = if released_there {
             Vec::new()
         } else {
             source.entries.get(&region).cloned().unwrap_or_default()
@@ -313,6 +314,29 @@ impl Driver {
             Err(_) if faulty => return Ok(false),
             Err(e) => return Err(format!("a reader of the other log did not open: {e}")),
         };
+        if released_there {
+            // Moved already, and released there: nothing to move, said so
+            // (rfcs/0005, "A release is forever"), also after the other
+            // log's collection deleted the release record.
+            let result = within(
+                "import_region",
+                self.wal(0).import_region(&from_log, region, 0),
+            )
+            .await?;
+            return match result {
+                Err(Error::RegionReleased { region: r }) if r == region => {
+                    self.stats.bump("imports of a released region refused", 1);
+                    Ok(true)
+                }
+                Err(e) => {
+                    self.expect_error(Call::Import, &e, faulty, &[region])?;
+                    Ok(false)
+                }
+                Ok(imported) => Err(format!(
+                    "an import of region {region}, released on the other log, answered {imported:?}"
+                )),
+            };
+        }
         if corrupt {
             self.stats.bump("imports through corrupted reads", 1);
             self.faulty

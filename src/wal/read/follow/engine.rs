@@ -61,6 +61,7 @@ use super::schedule::{Listings, Schedule};
 mod backfill;
 mod listing;
 mod objects;
+mod released;
 
 use backfill::Backfill;
 
@@ -197,6 +198,9 @@ pub(crate) struct Engine {
     failing_since: Option<Instant>,
     /// Whether the step running now failed.
     step_failed: bool,
+    /// A hole may have swallowed a release record: list the release
+    /// markers at the next step (`released.rs`).
+    relist_released: bool,
 }
 
 /// What a new engine starts from.
@@ -264,6 +268,7 @@ impl Engine {
             ended: false,
             failing_since: None,
             step_failed: false,
+            relist_released: false,
         }
     }
 
@@ -292,7 +297,9 @@ impl Engine {
         if self.backfill.is_none() && !self.queued.is_empty() {
             self.start_backfill();
         }
-        if self.backfill.is_some() {
+        if self.relist_released && self.backfill.is_none() {
+            self.learn_released().await;
+        } else if self.backfill.is_some() {
             self.backfill_step().await;
         } else {
             self.tail_step().await;

@@ -69,6 +69,11 @@ pub(crate) enum Event {
 /// - `Err(Error::RegionReleased { region })`: the region was released by
 ///   the writer; it is the region's last item (it is no longer followed,
 ///   [`positions`](Self::positions) drops it), and the other regions go on.
+///   Every release ever made ends its region: one the reader's open knew
+///   (the region ends at once), one whose record the follower takes in,
+///   and one whose record collection deleted before the follower read it
+///   (the follower meets a hole there and then lists the release markers,
+///   once per hole).
 /// - any other `Err`: the follower cannot go on (a storage failure that
 ///   does not pass, a corrupted segment under `CorruptionPolicy::Fail`, a
 ///   damaged object under `DamagePolicy::Fail`); it is the last item.

@@ -77,9 +77,16 @@ impl Actor {
                     self.shared.acknowledge(&sealed.last_ids);
                 }
             }
-            for waiter in sealed.waiters.drain(..) {
+            // Releases are answered once their markers are durable
+            // (`markers.rs`); everyone else now.
+            let (releases, others): (Vec<_>, Vec<_>) = sealed
+                .waiters
+                .drain(..)
+                .partition(|w| matches!(w, super::Waiter::Release { .. }));
+            for waiter in others {
                 waiter.succeed(&self.metrics);
             }
+            self.await_markers(sealed.sequence, &sealed.releases, releases);
             if sealed.sequence == format::MAX_SEQUENCE {
                 self.poison(Error::Poisoned {
                     reason: "the last sequence of this prefix is used: no sequence is left".into(),

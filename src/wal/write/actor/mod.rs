@@ -11,6 +11,7 @@
 //! | [`pipeline::Pipeline`] | the sealed batches of the run, creates in flight, the window |
 //! | [`Backlog`] | held-back appends (enqueued mode) and the failing state |
 //! | [`Kept`] | release records waiting for the next object |
+//! | [`markers::Markers`] | indexed release records waiting for their permanent marker |
 //! | `marks` | flush marks waiting for the next object |
 //! | [`collect::Collector`] | collection passes and what they deleted |
 //! | [`pinning::Pins`] | flush requests asked, and their subscribers |
@@ -67,6 +68,7 @@ mod admit;
 mod collect;
 mod hedge;
 mod ledger;
+mod markers;
 mod outcome;
 pub(crate) mod pinning;
 mod pipeline;
@@ -274,6 +276,7 @@ pub(crate) struct Actor {
     /// object (a region whose mark did not change adds nothing).
     marks: BTreeMap<RegionId, EntryId>,
     collector: collect::Collector,
+    markers: markers::Markers,
     pins: pinning::Pins,
     /// The largest boundary carried by an object sealed so far.
     boundary: u64,
@@ -332,6 +335,7 @@ impl Actor {
             ledger: ledger::Ledger::new(shared.clone()),
             shared,
             regions: regions::Regions::recovered(&catalog),
+            markers: markers::Markers::new(catalog.released()),
             catalog,
             open: None,
             seal_at: None,
@@ -372,6 +376,7 @@ impl Actor {
             let kept_at = self.kept.deadline;
             let collect_at = self.collector.tick_at;
             let abandon_at = self.collector.abandon_at;
+            let markers_at = self.markers.retry_at;
             // Only until it passes: afterwards a create starts as soon as a
             // slot is free, on the event that frees it (a due timer would spin).
             let now = Instant::now();
@@ -386,6 +391,7 @@ impl Actor {
                 biased;
                 Some(done) = self.pipeline.creates.next(), if !self.pipeline.creates.is_empty() => self.on_create_done(done),
                 Some(done) = self.collector.passes.next(), if !self.collector.passes.is_empty() => self.on_pass(done),
+                Some(done) = self.markers.running.next(), if !self.markers.running.is_empty() => self.on_marker_done(done),
                 command = rx.recv_async() => match command {
                     Ok(command) => self.handle(command),
                     Err(_) => {
@@ -399,6 +405,7 @@ impl Actor {
                 () = sleep_until(barriers_at), if barriers_at.is_some() => self.refuse_barriers(),
                 () = sleep_until(collect_at), if collect_at.is_some() => self.on_collect_tick(),
                 () = sleep_until(abandon_at), if abandon_at.is_some() => self.abandon_collection(),
+                () = sleep_until(markers_at), if markers_at.is_some() => self.start_markers(),
             }
         }
     }
@@ -540,6 +547,7 @@ impl Actor {
         for pass in self.collector.passes.iter() {
             pass.abort();
         }
+        self.abort_markers();
         tracing::debug!(prefix = %self.prefix, "every handle dropped; the actor ends");
     }
 

@@ -176,7 +176,10 @@ impl Actor {
     /// its records do not count (a release refused while failing does not
     /// free anything either, issue 10 item 8). A flush mark counts once
     /// handed in: the engine flushed what it covers, so an object it frees
-    /// is not needed even if the mark's own object never lands.
+    /// is not needed even if the mark's own object never lands. And it
+    /// never passes an indexed object carrying a release record whose
+    /// permanent marker is not durable yet (`markers.rs`, M2): collection
+    /// would forget the release.
     pub(super) fn reclaim_boundary(
         &self,
         sequence: u64,
@@ -187,7 +190,9 @@ impl Actor {
         // regions' (rfcs/0005, "The reclaim boundary at scale").
         let live = self.catalog.first_live(own);
         let pending = self.pipeline.front().map(|s| s.sequence);
-        [live, pending, Some(sequence)]
+        // An indexed release record stays until its marker is durable (M2).
+        let unmarked = self.markers.first_carrier();
+        [live, pending, Some(sequence), unmarked]
             .into_iter()
             .flatten()
             .min()

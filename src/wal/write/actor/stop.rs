@@ -8,9 +8,11 @@
 //! then the backlog is dropped and stop reports how much was given up
 //! (`Error::Lost`, or `Error::Fenced` naming what was never made durable).
 //! Appends held back by the enqueued bounds were never admitted: they get
-//! the stopped error. Stop returns once nothing is in flight, except a
-//! collection pass, which it waits for at most one `request_timeout` and
-//! then abandons (`collect.rs` says why that is harmless).
+//! the stopped error. Stop returns once nothing is in flight (release
+//! markers included: each gets one more try, bounded by `stop_attempts`),
+//! except a collection pass, which it waits for at most one
+//! `request_timeout` and then abandons (`collect.rs` says why that is
+//! harmless).
 
 use tokio::time::Instant;
 
@@ -32,6 +34,7 @@ impl Actor {
             final_sealed: false,
         });
         self.bound_collection_at_stop();
+        self.markers_at_stop();
         if self.poisoned.is_some() {
             return;
         }
@@ -62,6 +65,7 @@ impl Actor {
     pub(super) fn stop_is_complete(&self) -> bool {
         self.stopping.is_some()
             && self.collector.passes.is_empty()
+            && self.markers.is_idle()
             && (self.poisoned.is_some()
                 || (self.pipeline.is_empty()
                     && self.open.as_ref().is_none_or(|o| o.batch.is_empty())))
@@ -73,6 +77,7 @@ impl Actor {
             tracing::error!(prefix = %self.prefix, "{e}");
             debug_assert!(false, "{e}");
         }
+        self.warn_unmarked_at_stop();
         let result = match &self.poisoned {
             Some(Error::Fenced { ours, newer, .. }) => Err(self.ledger.fenced_error(*ours, *newer)),
             _ if self.ledger.has_loss() => Err(self.ledger.lost_error()),

@@ -130,6 +130,7 @@ impl Engine {
                 continue;
             };
             self.metrics.missed_objects.increment(1);
+            self.releases_may_be_missed();
             for segment in &object.segments {
                 if done.regions.contains(&segment.region) {
                     self.hole(segment.region, sequence, segment.first_id, segment.last_id);

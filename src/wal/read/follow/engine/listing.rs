@@ -185,6 +185,7 @@ impl Engine {
         tracing::warn!(prefix = %self.prefix, from = missing, to = first,
             "objects were collected before the follower read them: holes");
         self.metrics.missed_objects.increment(1);
+        self.releases_may_be_missed();
         let regions: Vec<RegionId> = self.regions.keys().copied().collect();
         let last = format::entry_id(first, 0).saturating_sub(1);
         for region in regions {
