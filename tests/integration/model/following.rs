@@ -52,7 +52,7 @@ impl Driver {
     ) -> Result<(), String> {
         let opened = within(
             "WalReader::open for a follower",
-            WalReader::open(self.faulty.storage(), PREFIX, self.config.clone()),
+            WalReader::open(self.storage(), PREFIX, self.config.clone()),
         )
         .await?;
         let reader = match opened {
