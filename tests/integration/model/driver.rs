@@ -691,6 +691,7 @@ impl Driver {
             Op::JumpOpener { region, skip, held } => {
                 self.jump_opener(*region, *skip, *held, faulty).await
             }
+            Op::FollowJump { region, skip } => self.follow_jump(*region, *skip, faulty).await,
             Op::ObsoleteAhead { region, ahead } => {
                 let Some(newest) = self.model.newest_id() else {
                     return Ok(());

@@ -52,9 +52,9 @@ use super::driver::{within, Call, Driver, PREFIX};
 use super::reference::Key;
 
 /// The writer's newest object and where its run goes next.
-struct Tip {
+pub(super) struct Tip {
     epoch: u64,
-    next_key: u64,
+    pub(super) next_key: u64,
     /// What the writer's start object links to (the tip its open chose),
     /// and its reclaim boundary.
     start_link: Option<Link>,
@@ -85,7 +85,7 @@ fn dead_start_object(sequence: u64, epoch: u64, link: Option<Link>, boundary: u6
 impl Driver {
     /// Everything admitted made durable (so that the writer's next key
     /// follows its newest object): whether the flush returned `Ok`.
-    async fn flushed_first(&mut self, faulty: bool) -> Result<bool, String> {
+    pub(super) async fn flushed_first(&mut self, faulty: bool) -> Result<bool, String> {
         let (_, admitted) = self.model.snapshot();
         let flushed = within("flush", self.wal(0).flush()).await?;
         let ok = self.answered(Call::Flush, &flushed, faulty)?;
@@ -97,7 +97,7 @@ impl Driver {
 
     /// The writer's newest object (read past the faults), when it is the
     /// writer's: its epoch is the newest fence's.
-    async fn writer_tip(&self) -> Result<Option<Tip>, String> {
+    pub(super) async fn writer_tip(&self) -> Result<Option<Tip>, String> {
         let inner = self.faulty.inner().clone();
         let listed = within(
             "a list of objects",

@@ -260,6 +260,11 @@ pub enum Op {
     /// over the jump, then the older store (its jump acknowledged) appends:
     /// it must acknowledge nothing.
     JumpOpener { region: u64, skip: u64, held: bool },
+    /// A follower of `region` from its newest entry, then a jump `skip`
+    /// objects ahead (a watermark of another region above every id) and
+    /// an append to `region`: the follower yields it within three
+    /// `follow_max_interval`s (`following.rs`).
+    FollowJump { region: u64, skip: u64 },
 }
 
 /// Which keys a fault rule matches.
@@ -565,6 +570,7 @@ fn op() -> impl Strategy<Value = Op> {
             .prop_map(|(region, then_open)| Op::DeadObject { region, then_open }),
         1 => (region(), 1u64..=8, any::<bool>())
             .prop_map(|(region, skip, held)| Op::JumpOpener { region, skip, held }),
+        1 => (region(), 1u64..=8).prop_map(|(region, skip)| Op::FollowJump { region, skip }),
     ]
 }
 
