@@ -172,6 +172,30 @@ fn at(log: &[(String, SyncEvent)], f: impl Fn(&(String, SyncEvent)) -> bool) -> 
         .unwrap_or_else(|| panic!("not in {log:?}"))
 }
 
+/// A create of `key` on a thread named `name` (the hook's log tells
+/// threads by name); its return is logged as `"<name> returned"`.
+fn create_on_thread<'scope>(
+    scope: &'scope std::thread::Scope<'scope, '_>,
+    s: &'scope FileStorage,
+    log: &Log,
+    name: &'static str,
+    key: &'static str,
+) -> std::thread::ScopedJoinHandle<'scope, Result<Created, StorageError>> {
+    let log = log.clone();
+    std::thread::Builder::new()
+        .name(name.into())
+        .spawn_scoped(scope, move || {
+            let created = s.inner.create(key, b"object");
+            let done = SyncEvent::Finished {
+                through: u64::MAX,
+                ok: created.is_ok(),
+            };
+            log.lock().unwrap().push((format!("{name} returned"), done));
+            created
+        })
+        .unwrap()
+}
+
 /// Issue 23: a create that links while another create's directory fsync
 /// runs must not ride on that fsync (it started before the link, so it may
 /// not cover it): it returns only after a second fsync, which started after
@@ -207,24 +231,9 @@ fn a_create_returns_only_after_a_directory_fsync_that_started_after_its_link() {
         }
     }));
     std::thread::scope(|scope| {
-        let create = |name: &'static str, key: &'static str| {
-            let (s, log) = (&s, log.clone());
-            std::thread::Builder::new()
-                .name(name.into())
-                .spawn_scoped(scope, move || {
-                    let created = s.inner.create(key, b"object");
-                    let done = SyncEvent::Finished {
-                        through: u64::MAX,
-                        ok: created.is_ok(),
-                    };
-                    log.lock().unwrap().push((format!("{name} returned"), done));
-                    created
-                })
-                .unwrap()
-        };
-        let a = create("a", "p/objects/1");
+        let a = create_on_thread(scope, &s, &log, "a", "p/objects/1");
         a_syncing_rx.recv().unwrap();
-        let b = create("b", "p/objects/2");
+        let b = create_on_thread(scope, &s, &log, "b", "p/objects/2");
         assert_eq!(a.join().unwrap().unwrap(), Created::New);
         assert_eq!(b.join().unwrap().unwrap(), Created::New);
     });
@@ -416,26 +425,9 @@ fn an_already_exists_answer_waits_for_a_directory_fsync_covering_the_entry() {
         }
     }));
     std::thread::scope(|scope| {
-        let create = |name: &'static str| {
-            let (s, log) = (&s, log.clone());
-            std::thread::Builder::new()
-                .name(name.into())
-                .spawn_scoped(scope, move || {
-                    let created = s.inner.create("p/objects/1", b"object");
-                    log.lock().unwrap().push((
-                        format!("{name} returned"),
-                        SyncEvent::Finished {
-                            through: u64::MAX,
-                            ok: created.is_ok(),
-                        },
-                    ));
-                    created
-                })
-                .unwrap()
-        };
-        let a = create("a");
+        let a = create_on_thread(scope, &s, &log, "a", "p/objects/1");
         a_syncing_rx.recv().unwrap();
-        let b = create("b");
+        let b = create_on_thread(scope, &s, &log, "b", "p/objects/1");
         let b = b.join().unwrap();
         let _ = b_returned_tx.send(());
         assert_eq!(a.join().unwrap().unwrap(), Created::New);

@@ -225,6 +225,66 @@ async fn an_import_that_meets_a_hole_fails_instead_of_copying_around_it() {
     node_b.stop().await.unwrap();
 }
 
+/// A durable configuration.
+fn durable() -> Config {
+    Config {
+        ack_mode: crate::config::AckMode::Durable,
+        ..config()
+    }
+}
+
+/// A memory store whose `prefix` had a first writer (epoch 1, stopped):
+/// an older epoch exists for a filler.
+async fn after_a_first_writer(prefix: &str) -> Storage {
+    let inner = Storage::new(MemoryStorage::new());
+    Wal::open(inner.clone(), prefix, durable())
+        .await
+        .unwrap()
+        .stop()
+        .await
+        .unwrap();
+    inner
+}
+
+/// Creates at `sequence` of `prefix` the empty start object of an opener
+/// of `epoch` whose open failed (a filler, rfcs/0006 rule 8), linked to
+/// `link` (sequence, epoch) with `boundary`.
+async fn plant_filler(
+    inner: &Storage,
+    prefix: &str,
+    sequence: u64,
+    epoch: u64,
+    link: (u64, u64),
+    boundary: u64,
+) {
+    use crate::format::{self, Header, Link, Object};
+    let bytes = format::encode(&Object {
+        header: Header {
+            sequence,
+            epoch,
+            link: Some(Link {
+                sequence: link.0,
+                epoch: link.1,
+            }),
+            reclaim_boundary: boundary,
+        },
+        segments: Vec::new(),
+        marks: Vec::new(),
+        releases: Vec::new(),
+    })
+    .unwrap();
+    let key = format!("{prefix}/objects/{sequence:020}.wal");
+    assert_eq!(
+        inner.create(&key, bytes).await.unwrap(),
+        crate::storage::Created::New
+    );
+}
+
+/// The sequence after the one of `id`.
+fn after(id: EntryId) -> u64 {
+    crate::format::sequence_of(id) + 1
+}
+
 /// Issue 29 item 9, found by the model test's dead-object step: a writer
 /// that stepped over a filler linked its next object to the filler's key
 /// (rfcs/0006 rule 8); the next opener adopted that object (recovery steps
@@ -236,85 +296,30 @@ async fn an_import_that_meets_a_hole_fails_instead_of_copying_around_it() {
 #[tokio::test(start_paused = true)]
 #[ignore = "fails on 7e5febb: chain selection breaks at a filler (reported, issue 29 item 9)"]
 async fn a_run_built_past_a_filler_stays_complete_for_the_next_opener() {
-    use crate::format::{self, Header, Link, Object};
-    let inner = Storage::new(MemoryStorage::new());
     let prefix = "past-a-filler";
-    let durable = Config {
-        ack_mode: crate::config::AckMode::Durable,
-        ..config()
-    };
-    Wal::open(inner.clone(), prefix, durable.clone())
-        .await
-        .unwrap()
-        .stop()
-        .await
-        .unwrap(); // epoch 1
-    let two = Wal::open(inner.clone(), prefix, durable.clone())
-        .await
-        .unwrap(); // epoch 2
+    let inner = after_a_first_writer(prefix).await;
+    let two = Wal::open(inner.clone(), prefix, durable()).await.unwrap();
     let a = within(two.append(vec![(1, b("a"))])).await.unwrap();
-    // The start object of an opener of epoch 1 whose open failed, at the
-    // writer's next key (rfcs/0006, Guarantee 3 says how one lands there).
-    let dead = format::sequence_of(a[0]) + 1;
-    let filler = format::encode(&Object {
-        header: Header {
-            sequence: dead,
-            epoch: 1,
-            link: Some(Link {
-                sequence: 1,
-                epoch: 1,
-            }),
-            reclaim_boundary: 1,
-        },
-        segments: Vec::new(),
-        marks: Vec::new(),
-        releases: Vec::new(),
-    })
-    .unwrap();
-    inner
-        .create(&format!("{prefix}/objects/{dead:020}.wal"), filler)
-        .await
-        .unwrap();
+    let dead = after(a[0]);
+    plant_filler(&inner, prefix, dead, 1, (1, 1), 1).await;
     let err = within(two.append(vec![(1, b("b"))])).await.unwrap_err();
     assert!(matches!(err, Error::NotDurable { .. }), "{err}");
     let c = within(two.append(vec![(1, b("c"))])).await.unwrap();
-    assert_eq!(format::sequence_of(c[0]), dead + 1, "past the filler");
+    assert_eq!(after(c[0]), dead + 2, "past the filler");
     within(two.stop()).await.unwrap();
-    let three = Wal::open(inner.clone(), prefix, durable.clone())
-        .await
-        .unwrap(); // epoch 3: adopts c past the filler
+    // Epoch 3 adopts c past the filler and builds on it.
+    let three = Wal::open(inner.clone(), prefix, durable()).await.unwrap();
     let d = within(three.append(vec![(1, b("d"))])).await.unwrap();
     within(three.stop()).await.unwrap();
     let acknowledged = [a[0], c[0], d[0]];
     assert_eq!(replays(&inner, prefix, 1).await, acknowledged, "a reader");
-    let four = Wal::open(inner.clone(), prefix, durable).await.unwrap(); // epoch 4
+    let four = Wal::open(inner.clone(), prefix, durable()).await.unwrap();
     let mut stream = Box::pin(four.read(1, 0));
     let mut ids = Vec::new();
     while let Some(entry) = stream.next().await {
         ids.push(entry.unwrap().id);
     }
     assert_eq!(ids, acknowledged, "the writer of epoch 4");
-}
-
-/// The empty start object of an opener of `epoch` whose open failed, at
-/// `sequence` (a filler: rfcs/0006 rule 8).
-fn filler(sequence: u64, epoch: u64) -> Bytes {
-    use crate::format::{self, Header, Link, Object};
-    format::encode(&Object {
-        header: Header {
-            sequence,
-            epoch,
-            link: Some(Link {
-                sequence: 1,
-                epoch: 1,
-            }),
-            reclaim_boundary: 1,
-        },
-        segments: Vec::new(),
-        marks: Vec::new(),
-        releases: Vec::new(),
-    })
-    .unwrap()
 }
 
 /// Issue 29 item 9, found by the model test's dead-object step (a second
@@ -328,21 +333,10 @@ fn filler(sequence: u64, epoch: u64) -> Bytes {
 #[tokio::test(start_paused = true)]
 #[ignore = "fails on 7e5febb: the newer process collects the filler (reported, issue 29 item 9)"]
 async fn a_filler_the_walk_stepped_over_is_never_collected_under_the_older_writer() {
-    let inner = Storage::new(MemoryStorage::new());
     let prefix = "filler-collected";
-    let durable = Config {
-        ack_mode: crate::config::AckMode::Durable,
-        ..config()
-    };
-    Wal::open(inner.clone(), prefix, durable.clone())
-        .await
-        .unwrap()
-        .stop()
-        .await
-        .unwrap(); // epoch 1
-    let older = Wal::open(inner.clone(), prefix, durable.clone())
-        .await
-        .unwrap(); // epoch 2, nothing live: the newer boundary is its start
+    let inner = after_a_first_writer(prefix).await;
+    // Epoch 2 holds nothing live: the newer boundary is its own start.
+    let older = Wal::open(inner.clone(), prefix, durable()).await.unwrap();
     let start = inner
         .list(&format!("{prefix}/objects/"))
         .await
@@ -358,12 +352,11 @@ async fn a_filler_the_walk_stepped_over_is_never_collected_under_the_older_write
         })
         .max()
         .unwrap();
-    let dead = start + 1;
-    let key = format!("{prefix}/objects/{dead:020}.wal");
-    inner.create(&key, filler(dead, 1)).await.unwrap();
-    let newer = Wal::open(inner.clone(), prefix, durable).await.unwrap(); // epoch 3
-                                                                          // Collection runs in the background of the newer process.
+    plant_filler(&inner, prefix, start + 1, 1, (1, 1), 1).await;
+    let newer = Wal::open(inner.clone(), prefix, durable()).await.unwrap();
+    // Collection runs in the background of the newer process.
     tokio::time::sleep(Duration::from_secs(5)).await;
+    let key = format!("{prefix}/objects/{:020}.wal", start + 1);
     assert!(inner.read(&key, 0..1).await.is_ok(), "the filler is kept");
     let answer = within(older.append(vec![(1, b("b"))])).await;
     assert!(
@@ -371,6 +364,23 @@ async fn a_filler_the_walk_stepped_over_is_never_collected_under_the_older_write
         "the fenced writer acknowledged {answer:?} at the filler's key"
     );
     assert!(read(&newer, 1).await.is_empty());
+}
+
+/// A durable writer of epoch 2 over the fault wrapper, with an entry
+/// appended and a filler planted at its next key; returns the wrapper, the
+/// writer and the filler's key.
+async fn a_writer_before_a_filler(
+    prefix: &str,
+) -> (crate::storage::fault::FaultyStorage, Wal, u64) {
+    let inner = after_a_first_writer(prefix).await;
+    let faults = crate::storage::fault::FaultyStorage::new(inner.clone());
+    let wal = Wal::open(faults.storage(), prefix, durable())
+        .await
+        .unwrap();
+    let a = within(wal.append(vec![(1, b("a"))])).await.unwrap();
+    let dead = after(a[0]);
+    plant_filler(&inner, prefix, dead, 1, (1, 1), 1).await;
+    (faults, wal, dead)
 }
 
 /// Issue 29 item 9, found by the model test (a dead object met while one
@@ -383,29 +393,12 @@ async fn a_filler_the_walk_stepped_over_is_never_collected_under_the_older_write
 #[tokio::test(start_paused = true)]
 #[ignore = "fails on 7e5febb: one corrupted read-back poisons the writer (reported, issue 29 item 9)"]
 async fn one_read_corrupted_in_transit_never_makes_a_filler_look_foreign() {
-    let inner = Storage::new(MemoryStorage::new());
-    let prefix = "filler-corrupted-read";
-    let durable = Config {
-        ack_mode: crate::config::AckMode::Durable,
-        ..config()
-    };
-    Wal::open(inner.clone(), prefix, durable.clone())
-        .await
-        .unwrap()
-        .stop()
-        .await
-        .unwrap(); // epoch 1
-    let faults = crate::storage::fault::FaultyStorage::new(inner.clone());
-    let wal = Wal::open(faults.storage(), prefix, durable).await.unwrap(); // epoch 2
-    let a = within(wal.append(vec![(1, b("a"))])).await.unwrap();
-    let dead = crate::format::sequence_of(a[0]) + 1;
-    let key = format!("{prefix}/objects/{dead:020}.wal");
-    inner.create(&key, filler(dead, 1)).await.unwrap();
+    let (faults, wal, dead) = a_writer_before_a_filler("filler-corrupted-read").await;
     faults.corrupt_next_reads("/objects/", 1);
     let err = within(wal.append(vec![(1, b("b"))])).await.unwrap_err();
     assert!(matches!(err, Error::NotDurable { .. }), "{err}");
     let c = within(wal.append(vec![(1, b("c"))])).await.unwrap();
-    assert_eq!(crate::format::sequence_of(c[0]), dead + 1);
+    assert_eq!(after(c[0]), dead + 2);
 }
 
 /// Issue 29 item 9, found by the model test (a dead object, then a durable
@@ -420,24 +413,7 @@ async fn one_read_corrupted_in_transit_never_makes_a_filler_look_foreign() {
 #[tokio::test(start_paused = true)]
 #[ignore = "fails on 7e5febb: the store stays failing (reported, issue 29 item 9)"]
 async fn a_key_a_filler_settled_ends_the_failing_state() {
-    let inner = Storage::new(MemoryStorage::new());
-    let prefix = "filler-failing";
-    let durable = Config {
-        ack_mode: crate::config::AckMode::Durable,
-        ..config()
-    };
-    Wal::open(inner.clone(), prefix, durable.clone())
-        .await
-        .unwrap()
-        .stop()
-        .await
-        .unwrap(); // epoch 1
-    let faults = crate::storage::fault::FaultyStorage::new(inner.clone());
-    let wal = Wal::open(faults.storage(), prefix, durable).await.unwrap(); // epoch 2
-    let a = within(wal.append(vec![(1, b("a"))])).await.unwrap();
-    let dead = crate::format::sequence_of(a[0]) + 1;
-    let key = format!("{prefix}/objects/{dead:020}.wal");
-    inner.create(&key, filler(dead, 1)).await.unwrap();
+    let (faults, wal, dead) = a_writer_before_a_filler("filler-failing").await;
     faults.fail_next(Op::Read, "/objects/", 2, StorageErrorKind::Transient);
     let err = within(wal.append(vec![(1, b("b"))])).await.unwrap_err();
     assert!(
@@ -448,12 +424,12 @@ async fn a_key_a_filler_settled_ends_the_failing_state() {
     // reads the filler back): then it answers.
     let flushed = within(wal.flush()).await;
     assert!(
-        flushed.as_ref().is_ok_and(|()| true) || flushed.as_ref().is_err_and(Error::is_retryable),
+        flushed.as_ref().map_or_else(Error::is_retryable, |()| true),
         "{flushed:?}"
     );
     tokio::time::sleep(Duration::from_secs(10)).await;
     let c = within(wal.append(vec![(1, b("c"))])).await.unwrap();
-    assert!(crate::format::sequence_of(c[0]) > dead);
+    assert!(after(c[0]) > dead + 1);
 }
 
 /// Issue 29 item 9, found by the model test (a dead object, then an object
@@ -466,43 +442,18 @@ async fn a_key_a_filler_settled_ends_the_failing_state() {
 #[tokio::test(start_paused = true)]
 #[ignore = "fails on 7e5febb: a filler tip hides the broken chain below it (reported, issue 29 item 9)"]
 async fn a_filler_taken_as_the_tip_never_hides_a_broken_newer_chain() {
-    let inner = Storage::new(MemoryStorage::new());
     let prefix = "filler-tip";
-    let durable = Config {
-        ack_mode: crate::config::AckMode::Durable,
-        ..config()
-    };
-    let one = Wal::open(inner.clone(), prefix, durable.clone())
-        .await
-        .unwrap(); // epoch 1
+    let inner = Storage::new(MemoryStorage::new());
+    let one = Wal::open(inner.clone(), prefix, durable()).await.unwrap();
     let x = within(one.append(vec![(1, b("x"))])).await.unwrap();
     within(one.stop()).await.unwrap();
-    let two = Wal::open(inner.clone(), prefix, durable).await.unwrap(); // epoch 2
+    let two = Wal::open(inner.clone(), prefix, durable()).await.unwrap();
     let a = within(two.append(vec![(1, b("a"))])).await.unwrap();
-    let start = crate::format::sequence_of(a[0]) - 1;
-    let dead = start + 2;
+    let start = after(a[0]) - 2;
     // The failed opener's start object links to epoch 1's tip, as the
     // writer's own start object does: a complete chain of epoch 1.
-    let x_seq = crate::format::sequence_of(x[0]);
-    let bytes = crate::format::encode(&crate::format::Object {
-        header: crate::format::Header {
-            sequence: dead,
-            epoch: 1,
-            link: Some(crate::format::Link {
-                sequence: x_seq,
-                epoch: 1,
-            }),
-            reclaim_boundary: x_seq,
-        },
-        segments: Vec::new(),
-        marks: Vec::new(),
-        releases: Vec::new(),
-    })
-    .unwrap();
-    inner
-        .create(&format!("{prefix}/objects/{dead:020}.wal"), bytes)
-        .await
-        .unwrap();
+    let x_seq = after(x[0]) - 1;
+    plant_filler(&inner, prefix, start + 2, 1, (x_seq, 1), x_seq).await;
     within(two.stop()).await.unwrap();
     inner
         .delete(&format!("{prefix}/objects/{start:020}.wal"))

@@ -154,6 +154,19 @@ impl Driver {
         }))
     }
 
+    /// The writer's tip once everything admitted is durable (its next key
+    /// is where the writer goes next), unless the store is stopped, the
+    /// region released or the flush failed.
+    async fn quiet_tip(&mut self, region: RegionId, faulty: bool) -> Result<Option<Tip>, String> {
+        if self.stopped.is_some() || self.model.released_now(region) {
+            return Ok(None);
+        }
+        if !self.flushed_first(faulty).await? {
+            return Ok(None);
+        }
+        self.writer_tip().await
+    }
+
     /// Whether the object at `key` is still `bytes`.
     async fn still_there(&self, sequence: u64, bytes: &Bytes) -> Result<bool, String> {
         let found = within(
@@ -173,13 +186,7 @@ impl Driver {
         then_open: bool,
         faulty: bool,
     ) -> Result<(), String> {
-        if self.stopped.is_some() || self.model.released_now(region) {
-            return Ok(());
-        }
-        if !self.flushed_first(faulty).await? {
-            return Ok(());
-        }
-        let Some(tip) = self.writer_tip().await? else {
+        let Some(tip) = self.quiet_tip(region, faulty).await? else {
             return Ok(());
         };
         if tip.epoch < 2 {
@@ -304,13 +311,7 @@ impl Driver {
         held: bool,
         faulty: bool,
     ) -> Result<(), String> {
-        if self.stopped.is_some() || self.model.released_now(region) {
-            return Ok(());
-        }
-        if !self.flushed_first(faulty).await? {
-            return Ok(());
-        }
-        let Some(tip) = self.writer_tip().await? else {
+        let Some(tip) = self.quiet_tip(region, faulty).await? else {
             return Ok(());
         };
         // The open batch (empty after the flush) is at the next key; the
