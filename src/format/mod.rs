@@ -41,7 +41,8 @@
 //! present before allocating or slicing. Encoding is deterministic.
 //!
 //! Module map: `codec` little-endian helpers; `header`, `segment`,
-//! `marks`, `release`, `footer`, `trailer` one structure each; `tail` the recovery
+//! `marks`, `release`, `footer`, `trailer` one structure each (`records`
+//! the codec the marks and release segments share); `tail` the recovery
 //! window; `object` whole-object encode and decode.
 
 mod codec;
@@ -50,6 +51,7 @@ mod footer;
 mod header;
 mod marks;
 mod object;
+mod records;
 mod release;
 mod segment;
 mod tail;

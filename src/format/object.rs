@@ -19,13 +19,14 @@ use super::codec::{check_crc, crc32, to_usize};
 use super::error::FormatError;
 use super::footer::{encode_entry, SegmentIndex};
 use super::header::{check_header, decode_header, encode_header, Header, HEADER_FIELDS};
-use super::marks::{self, decode_marks, MarkRecord};
-use super::release::{checked_data_len, decode_releases, encode_records, ReleaseRecord};
+use super::marks::{decode_marks, MarkRecord};
+use super::records::{checked_data_len, encode_frame};
+use super::release::{decode_releases, ReleaseRecord};
 use super::segment::{checked_len, decode_segment, encode_frames, Segment};
 use super::tail::{decode_tail, TailDecode};
 use super::trailer::encode_trailer;
 use super::{
-    entry_id, is_reserved_region, ENTRY_OVERHEAD, FOOTER_ENTRY_LEN, HEADER_LEN, MARKS_REGION,
+    is_reserved_region, ENTRY_OVERHEAD, FOOTER_ENTRY_LEN, HEADER_LEN, MARKS_REGION,
     MARK_RECORD_LEN, RELEASE_RECORD_LEN, RELEASE_REGION, TRAILER_LEN,
 };
 
@@ -93,7 +94,7 @@ pub fn encode(object: &Object) -> Result<Bytes, FormatError> {
     let mut mark_data_len = None;
     for (i, segment) in object.segments.iter().enumerate() {
         if i == marks_at && !object.marks.is_empty() {
-            let data_len = marks::checked_data_len(&object.marks, offset)?;
+            let data_len = checked_data_len(&object.marks, offset)?;
             offset = offset.saturating_add(ENTRY_OVERHEAD as u64 + data_len);
             mark_data_len = Some(data_len);
         }
@@ -111,7 +112,7 @@ pub fn encode(object: &Object) -> Result<Bytes, FormatError> {
         offset = offset.saturating_add(checked_len(&segment.entries, sequence, offset)?);
     }
     if marks_at == object.segments.len() && !object.marks.is_empty() {
-        let data_len = marks::checked_data_len(&object.marks, offset)?;
+        let data_len = checked_data_len(&object.marks, offset)?;
         offset = offset.saturating_add(ENTRY_OVERHEAD as u64 + data_len);
         mark_data_len = Some(data_len);
     }
@@ -167,7 +168,7 @@ pub fn encode(object: &Object) -> Result<Bytes, FormatError> {
     for (i, segment) in object.segments.iter().enumerate() {
         if i == marks_at {
             if let Some(data_len) = mark_data_len {
-                let (hasher, start, id) = marks_frame(&mut out, sequence, &object.marks, data_len);
+                let (hasher, start, id) = encode_frame(&mut out, sequence, &object.marks, data_len);
                 seal(hasher, &out, MARKS_REGION, (id, id), start, 1);
             }
         }
@@ -181,19 +182,12 @@ pub fn encode(object: &Object) -> Result<Bytes, FormatError> {
     }
     if marks_at == object.segments.len() {
         if let Some(data_len) = mark_data_len {
-            let (hasher, start, id) = marks_frame(&mut out, sequence, &object.marks, data_len);
+            let (hasher, start, id) = encode_frame(&mut out, sequence, &object.marks, data_len);
             seal(hasher, &out, MARKS_REGION, (id, id), start, 1);
         }
     }
     if let Some(data_len) = release_data_len {
-        let start = out.len();
-        let id = entry_id(sequence, 1);
-        out.extend_from_slice(&id.to_le_bytes());
-        // checked_data_len bounds data_len by u32::MAX.
-        out.extend_from_slice(&(data_len as u32).to_le_bytes());
-        encode_records(&object.releases, &mut out);
-        let mut hasher = crc32fast::Hasher::new();
-        hasher.update(out.get(start..).unwrap_or_default());
+        let (hasher, start, id) = encode_frame(&mut out, sequence, &object.releases, data_len);
         seal(hasher, &out, RELEASE_REGION, (id, id), start, 1);
     }
     let footer_start = out.len();
@@ -222,25 +216,6 @@ pub fn encode(object: &Object) -> Result<Bytes, FormatError> {
 /// hashing 4 KiB does; with thousands of regions most segments hold one
 /// small entry).
 const COMBINE_ABOVE: usize = 4096;
-
-/// Writes the marks segment's one frame (`data_len` checked, at most
-/// `u32::MAX`); returns the CRC state of its bytes, where it starts and
-/// its entry id.
-fn marks_frame(
-    out: &mut Vec<u8>,
-    sequence: u64,
-    records: &[MarkRecord],
-    data_len: u64,
-) -> (crc32fast::Hasher, usize, u64) {
-    let start = out.len();
-    let id = entry_id(sequence, 1);
-    out.extend_from_slice(&id.to_le_bytes());
-    out.extend_from_slice(&(data_len as u32).to_le_bytes());
-    marks::encode_records(records, out);
-    let mut hasher = crc32fast::Hasher::new();
-    hasher.update(out.get(start..).unwrap_or_default());
-    (hasher, start, id)
-}
 
 /// Decodes a whole object, checking every CRC and every rule; the header and
 /// the trailer must agree. Payloads are copied once out of `bytes`.

@@ -90,6 +90,9 @@ struct Inner {
     /// Test hook: directory fsyncs still to fail.
     #[cfg(any(test, feature = "testing"))]
     fail_dir_syncs: std::sync::atomic::AtomicUsize,
+    /// Test hook: directory fsyncs still to slow down, and by how much.
+    #[cfg(any(test, feature = "testing"))]
+    slow_dir_syncs: Mutex<(usize, std::time::Duration)>,
     /// Test hook: where the steps a power loss depends on are journaled.
     #[cfg(any(test, feature = "testing"))]
     journal: std::sync::OnceLock<super::power_loss::Journal>,
@@ -124,6 +127,8 @@ impl FileStorage {
                 #[cfg(any(test, feature = "testing"))]
                 fail_dir_syncs: std::sync::atomic::AtomicUsize::new(0),
                 #[cfg(any(test, feature = "testing"))]
+                slow_dir_syncs: Mutex::new((0, std::time::Duration::ZERO)),
+                #[cfg(any(test, feature = "testing"))]
                 journal: std::sync::OnceLock::new(),
             }),
         })
@@ -134,6 +139,15 @@ impl FileStorage {
     #[cfg(any(test, feature = "testing"))]
     pub fn fail_next_dir_syncs(&self, n: usize) {
         self.inner.fail_dir_syncs.store(n, Ordering::SeqCst);
+    }
+
+    /// Test hook (feature `testing`): the next `n` fsyncs of a directory
+    /// after a link each take `delay` longer (a disk under load), so that
+    /// requests on the same key (a hedge, a repeat, another process's
+    /// create) meet an entry whose directory fsync has not finished.
+    #[cfg(any(test, feature = "testing"))]
+    pub fn slow_next_dir_syncs(&self, n: usize, delay: std::time::Duration) {
+        *lock(&self.inner.slow_dir_syncs) = (n, delay);
     }
 
     /// Test hook: `hook` sees every link and every shared directory fsync
@@ -341,6 +355,19 @@ impl Inner {
             .is_ok()
         {
             return Err(io::Error::other("injected directory fsync failure (EIO)"));
+        }
+        #[cfg(any(test, feature = "testing"))]
+        {
+            let delay = {
+                let mut slow = lock(&self.slow_dir_syncs);
+                let delay = (slow.0 > 0).then_some(slow.1);
+                slow.0 = slow.0.saturating_sub(1);
+                delay
+            };
+            if let Some(delay) = delay {
+                // On the blocking thread of the create, as a slow fsync.
+                std::thread::sleep(delay);
+            }
         }
         #[cfg(any(test, feature = "testing"))]
         if let Some(journal) = self.journal.get() {

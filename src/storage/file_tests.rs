@@ -172,6 +172,30 @@ fn at(log: &[(String, SyncEvent)], f: impl Fn(&(String, SyncEvent)) -> bool) -> 
         .unwrap_or_else(|| panic!("not in {log:?}"))
 }
 
+/// A create of `key` on a thread named `name` (the hook's log tells
+/// threads by name); its return is logged as `"<name> returned"`.
+fn create_on_thread<'scope>(
+    scope: &'scope std::thread::Scope<'scope, '_>,
+    s: &'scope FileStorage,
+    log: &Log,
+    name: &'static str,
+    key: &'static str,
+) -> std::thread::ScopedJoinHandle<'scope, Result<Created, StorageError>> {
+    let log = log.clone();
+    std::thread::Builder::new()
+        .name(name.into())
+        .spawn_scoped(scope, move || {
+            let created = s.inner.create(key, b"object");
+            let done = SyncEvent::Finished {
+                through: u64::MAX,
+                ok: created.is_ok(),
+            };
+            log.lock().unwrap().push((format!("{name} returned"), done));
+            created
+        })
+        .unwrap()
+}
+
 /// Issue 23: a create that links while another create's directory fsync
 /// runs must not ride on that fsync (it started before the link, so it may
 /// not cover it): it returns only after a second fsync, which started after
@@ -207,24 +231,9 @@ fn a_create_returns_only_after_a_directory_fsync_that_started_after_its_link() {
         }
     }));
     std::thread::scope(|scope| {
-        let create = |name: &'static str, key: &'static str| {
-            let (s, log) = (&s, log.clone());
-            std::thread::Builder::new()
-                .name(name.into())
-                .spawn_scoped(scope, move || {
-                    let created = s.inner.create(key, b"object");
-                    let done = SyncEvent::Finished {
-                        through: u64::MAX,
-                        ok: created.is_ok(),
-                    };
-                    log.lock().unwrap().push((format!("{name} returned"), done));
-                    created
-                })
-                .unwrap()
-        };
-        let a = create("a", "p/objects/1");
+        let a = create_on_thread(scope, &s, &log, "a", "p/objects/1");
         a_syncing_rx.recv().unwrap();
-        let b = create("b", "p/objects/2");
+        let b = create_on_thread(scope, &s, &log, "b", "p/objects/2");
         assert_eq!(a.join().unwrap().unwrap(), Created::New);
         assert_eq!(b.join().unwrap().unwrap(), Created::New);
     });
@@ -375,4 +384,67 @@ fn unnamed_and_named_temporary_files_create_the_same_objects() {
         let used_unnamed = s.inner.unnamed_temps_in(&dir.path().join("a/b"));
         assert_eq!(used_unnamed, journaled_fs && !named);
     }
+}
+
+/// Issue 29 item 9: a create that meets an entry another create of this
+/// store linked (a hedge, a repeat of a request whose answer was lost, a
+/// void) answers "already exists" only after a directory fsync that started
+/// after that link: the entry it vouches for may not be durable yet, and a
+/// writer that reads it back as its own acknowledges it. The hook holds
+/// A's fsync until B has taken its ticket (or returned); no sleeps.
+#[test]
+fn an_already_exists_answer_waits_for_a_directory_fsync_covering_the_entry() {
+    use std::sync::mpsc;
+    let dir = tempfile::tempdir().unwrap();
+    let s = FileStorage::open(dir.path()).unwrap();
+    s.inner.create("p/objects/0", b"dir").unwrap();
+    let log: Log = Default::default();
+    let (a_syncing_tx, a_syncing_rx) = mpsc::channel::<()>();
+    let (b_went_tx, b_went_rx) = mpsc::channel::<()>();
+    let b_returned_tx = b_went_tx.clone();
+    let (a_syncing_tx, b_went_tx, b_went_rx) = (
+        std::sync::Mutex::new(a_syncing_tx),
+        std::sync::Mutex::new(b_went_tx),
+        std::sync::Mutex::new(b_went_rx),
+    );
+    let seen = log.clone();
+    s.on_dir_sync(std::sync::Arc::new(move |_dir, event| {
+        let who = thread_name();
+        seen.lock().unwrap().push((who.clone(), event.clone()));
+        match (who.as_str(), event) {
+            // A's fsync started: B goes; the fsync waits until B took its
+            // ticket (or, answering at once, returned).
+            ("a", SyncEvent::Started { .. }) => {
+                a_syncing_tx.lock().unwrap().send(()).unwrap();
+                b_went_rx.lock().unwrap().recv().unwrap();
+            }
+            ("b", SyncEvent::Linked { .. }) => {
+                let _ = b_went_tx.lock().unwrap().send(());
+            }
+            _ => {}
+        }
+    }));
+    std::thread::scope(|scope| {
+        let a = create_on_thread(scope, &s, &log, "a", "p/objects/1");
+        a_syncing_rx.recv().unwrap();
+        let b = create_on_thread(scope, &s, &log, "b", "p/objects/1");
+        let b = b.join().unwrap();
+        let _ = b_returned_tx.send(());
+        assert_eq!(a.join().unwrap().unwrap(), Created::New);
+        assert_eq!(b.unwrap(), Created::AlreadyExists);
+    });
+    let log = log.lock().unwrap().clone();
+    let a_linked = at(&log, |(w, e)| {
+        w == "a" && matches!(e, SyncEvent::Linked { .. })
+    });
+    let SyncEvent::Linked { ticket } = log[a_linked].1 else {
+        unreachable!()
+    };
+    // B returned after an fsync covering A's link had finished.
+    let covered = at(
+        &log,
+        |e| matches!(e.1, SyncEvent::Finished { through, ok: true } if through >= ticket && through != u64::MAX),
+    );
+    let b_returned = at(&log, |(w, _)| w == "b returned");
+    assert!(covered < b_returned, "{log:?}");
 }

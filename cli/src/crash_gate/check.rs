@@ -217,6 +217,8 @@ pub struct Paths {
     pub failed_releases: BTreeMap<String, u64>,
     /// Opens of a life that failed under faults and were repeated (`G`).
     pub failed_opens: u64,
+    /// Second openers of the prefix within a life (`H`, `--power-loss`).
+    pub second_openers: u64,
     /// Reads in the lives that ended (`Y`), the entries they checked, and
     /// reads that failed (`Z`).
     pub life_reads: u64,
@@ -246,6 +248,7 @@ impl Paths {
         self.refused_released += other.refused_released;
         add_map(&mut self.failed_releases, &other.failed_releases);
         self.failed_opens += other.failed_opens;
+        self.second_openers += other.second_openers;
         self.life_reads += other.life_reads;
         self.life_read_entries += other.life_read_entries;
         self.life_reads_failed += other.life_reads_failed;
@@ -493,6 +496,10 @@ impl History {
                 f.word("the error kind")?;
                 report.paths.failed_opens += 1;
             }
+            // A second opener of the prefix starts: the life's store is
+            // fenced from its walk on (its calls after it answer fenced;
+            // what it acknowledged before must replay, as always).
+            "H" => report.paths.second_openers += 1,
             "Y" => {
                 let (_region, entries) = (f.number()?, f.number()?);
                 report.paths.life_reads += 1;

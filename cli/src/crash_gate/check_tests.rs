@@ -480,3 +480,22 @@ fn drawn_starts_cover_each_region_and_fall_on_or_between_its_ids() {
         std::collections::BTreeSet::from([x, x + 1, y, y + 1])
     );
 }
+
+#[test]
+fn a_second_opener_is_counted_and_what_the_fenced_store_acknowledged_must_replay() {
+    let (x, y) = (entry_id(3, 1), entry_id(4, 1));
+    // Acknowledged before the second opener fenced the store, then an
+    // append answered fenced: the first must replay, the second may not.
+    let log = format!(
+        "O\nF slow-fsyncs 2\nF unread-landings 1\nP 0 1 5\nA 0 1 {x}\nH\nP 0 2 5\nN 0 2 fenced\n"
+    );
+    let mut h = History::default();
+    let report = cycle(&mut h, 2, &log, &[(5, x, (2, 0, 1))]);
+    clean(&report);
+    assert_eq!(report.paths.second_openers, 1);
+    assert_eq!(report.paths.faults_armed.get("slow-fsyncs"), Some(&1));
+    assert_eq!(report.paths.faults_armed.get("unread-landings"), Some(&1));
+    let mut h = History::default();
+    let report = cycle(&mut h, 2, &log, &[(5, y, (2, 0, 2))]);
+    assert_eq!(report.lost.count, 1, "{:?}", report.describe());
+}

@@ -20,6 +20,13 @@
 //! included); the lives with kept releases also release a region right
 //! after each arming.
 //!
+//! With `--power-loss` (and no `--faults`) the lives arm the faults that
+//! take the directory backend through "already exists" (slowed directory
+//! fsyncs with hedged creates, creates whose answer and read-back are
+//! lost), and every other life opens the prefix a second time while the
+//! first store runs ([`second_opener`], logged `H`): its walk meets the
+//! first store's creates as they land.
+//!
 //! Every fact goes to standard output, a pipe the parent reads, one line
 //! per `write` (shorter than `PIPE_BUF`, so a kill never interleaves two),
 //! in the grammar of [`super::check`]: an intent before its
@@ -30,6 +37,7 @@
 
 use std::collections::{BTreeSet, HashMap};
 use std::io::{Read, Write};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -205,6 +213,10 @@ struct Shared {
     avoid: Mutex<(Regions, BTreeSet<u64>)>,
     /// Per region, the largest id this life knows durable.
     durable: Mutex<HashMap<u64, u64>>,
+    /// A second opener of the prefix started in this life.
+    second: AtomicBool,
+    /// The store was fenced by it: the tasks stop.
+    parked: AtomicBool,
 }
 
 impl Shared {
@@ -237,6 +249,14 @@ impl Shared {
         region
     }
 
+    /// Waits forever once the store was fenced by the life's second
+    /// opener (its calls would only answer fenced).
+    async fn park(&self) {
+        if self.parked.load(Ordering::SeqCst) {
+            futures::future::pending::<()>().await;
+        }
+    }
+
     fn durable(&self, region: u64, id: u64) {
         let mut map = self.durable.lock().unwrap_or_else(|e| e.into_inner());
         let slot = map.entry(region).or_insert(0);
@@ -251,13 +271,14 @@ pub async fn run(prefix: &str, args: LifeArgs) -> CliResult {
         .read_to_string(&mut input)
         .map_err(|e| CliError::Failed(format!("crash-gate child: cannot read its input: {e}")))?;
     let inherited = Inherited::parse(&input).map_err(CliError::Failed)?;
-    let faulty = FaultyStorage::new(life_storage(&args)?);
+    let (storage, directory) = life_storage(&args)?;
+    let faulty = FaultyStorage::new(storage);
     let mut overrides = serde_json::Map::new();
     overrides.insert("ack_mode".into(), args.ack_mode.as_str().into());
     overrides.insert("flush_interval".into(), args.flush_interval.clone().into());
     overrides.insert("max_batch_bytes".into(), MAX_BATCH_BYTES.into());
     overrides.insert("max_unpersisted_bytes".into(), MAX_UNPERSISTED_BYTES.into());
-    if args.faults == Some(Kind::Stalls) {
+    if args.faults.is_some_and(Kind::hedges) {
         overrides.insert("request_timeout".into(), faults::STALL_TIMEOUT.into());
         // `auto` hedges only where requests cost money, never on a
         // directory: a budget of our own, so that stalled creates are
@@ -279,12 +300,14 @@ pub async fn run(prefix: &str, args: LifeArgs) -> CliResult {
         let (faulty, release_now) = (faulty.clone(), release_now.clone());
         tasks.spawn(faults::arm(
             faulty,
+            directory,
             kind,
             rng(5 << 20),
             move |l| log.line(l),
             release_now,
         ));
     }
+    let config_of_second = config.clone();
     let wal = open(&faulty, prefix, config, args.faults.is_some(), log).await?;
     log.line(format_args!("O"))?;
     let mut avoid = inherited.released.clone();
@@ -302,6 +325,8 @@ pub async fn run(prefix: &str, args: LifeArgs) -> CliResult {
         faulty: args.faults.is_some(),
         avoid: Mutex::new((Regions::new(args.regions.max(1), &avoid), avoid)),
         durable: Mutex::new(inherited.durable.iter().copied().collect()),
+        second: AtomicBool::new(false),
+        parked: AtomicBool::new(false),
     });
     for writer in 0..args.writers {
         tasks.spawn(write(shared.clone(), writer, rng(u64::from(writer) + 1)));
@@ -320,6 +345,16 @@ pub async fn run(prefix: &str, args: LifeArgs) -> CliResult {
     if args.faults.is_some() {
         tasks.spawn(reader(shared.clone(), rng(4 << 20)));
     }
+    if args.power_loss && args.life.is_multiple_of(2) {
+        tasks.spawn(second_opener(
+            shared.clone(),
+            faulty.clone(),
+            prefix.to_owned(),
+            config_of_second,
+            horizon,
+            rng(6 << 20),
+        ));
+    }
     let deadline = tokio::time::sleep(horizon + Duration::from_secs(120));
     tokio::select! {
         () = deadline => Err(CliError::Failed("crash-gate child: not killed before its deadline".into())),
@@ -332,16 +367,112 @@ pub async fn run(prefix: &str, args: LifeArgs) -> CliResult {
 }
 
 /// The life's store: with `--power-loss`, the directory backend journaling
-/// what a power loss would keep (`super::journal_path`).
-fn life_storage(args: &LifeArgs) -> Result<objwal::Storage, CliError> {
+/// what a power loss would keep (`super::journal_path`), and that backend
+/// (its fsyncs can be slowed: [`Kind::SlowFsyncs`]).
+fn life_storage(
+    args: &LifeArgs,
+) -> Result<(objwal::Storage, Option<objwal::storage::FileStorage>), CliError> {
     if !args.power_loss {
-        return store::open(&args.store, false);
+        return Ok((store::open(&args.store, false)?, None));
     }
     let root = store::file_path(&args.store)
         .ok_or_else(|| CliError::Usage("crash-gate --power-loss needs a file:// store".into()))?;
     let fs = objwal::storage::FileStorage::open(root)?;
     fs.record_power_loss(&super::journal_path(&args.store, args.life)?)?;
-    Ok(objwal::Storage::new(fs))
+    Ok((objwal::Storage::new(CountingExists(fs.clone())), Some(fs)))
+}
+
+/// The directory backend, counting its "already exists" answers to
+/// creates of objects (`crash_gate_exists_total` among the `M` counters):
+/// the path a `--power-loss` gate must take (a hedge or a repeat meeting
+/// the writer's own landing, a walk's marker meeting the first store's
+/// object, the first store's create meeting a marker).
+#[derive(Debug)]
+struct CountingExists(objwal::storage::FileStorage);
+
+#[async_trait::async_trait]
+impl objwal::ObjectStorage for CountingExists {
+    async fn create(
+        &self,
+        key: &str,
+        data: bytes::Bytes,
+    ) -> Result<objwal::storage::Created, objwal::storage::StorageError> {
+        let created = self.0.create(key, data).await;
+        if key.contains("/objects/")
+            && matches!(created, Ok(objwal::storage::Created::AlreadyExists))
+        {
+            metrics::counter!("crash_gate_exists_total").increment(1);
+        }
+        created
+    }
+
+    async fn read(
+        &self,
+        key: &str,
+        range: std::ops::Range<u64>,
+    ) -> Result<bytes::Bytes, objwal::storage::StorageError> {
+        self.0.read(key, range).await
+    }
+
+    async fn read_suffix(
+        &self,
+        key: &str,
+        len: u64,
+    ) -> Result<objwal::storage::Suffix, objwal::storage::StorageError> {
+        self.0.read_suffix(key, len).await
+    }
+
+    async fn list(
+        &self,
+        prefix: &str,
+    ) -> Result<Vec<objwal::storage::ObjectMeta>, objwal::storage::StorageError> {
+        self.0.list(prefix).await
+    }
+
+    async fn delete(&self, key: &str) -> Result<(), objwal::storage::StorageError> {
+        self.0.delete(key).await
+    }
+
+    async fn remove_leftovers(&self, prefix: &str) -> Result<(), objwal::storage::StorageError> {
+        self.0.remove_leftovers(prefix).await
+    }
+
+    fn charges_per_request(&self) -> bool {
+        self.0.charges_per_request()
+    }
+}
+
+/// A second opener in the life (`--power-loss`, every other life): at 5%
+/// to 30% of the life it logs `H` and opens the prefix again through the
+/// same store, as a restarted process whose predecessor still runs. Its
+/// walk meets the first store's run while creates of that run land (the
+/// directory backend's "already exists" for a marker, and for the first
+/// store's create at a marker), and fences the first store: its calls
+/// answer fenced, and its tasks stop ([`Shared::park`]) until the kill.
+/// The second store writes nothing but its open's objects; it stays open
+/// until the kill.
+async fn second_opener(
+    shared: Arc<Shared>,
+    faulty: FaultyStorage,
+    prefix: String,
+    config: objwal::Config,
+    horizon: Duration,
+    mut rng: StdRng,
+) -> CliResult {
+    tokio::time::sleep(horizon.mul_f64(rng.random_range(0.05..0.3))).await;
+    shared.second.store(true, Ordering::SeqCst);
+    shared.log.line(format_args!("H"))?;
+    match Wal::open(faulty.storage(), &prefix, config).await {
+        Ok(wal) => {
+            let _kept = wal;
+            futures::future::pending::<()>().await;
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "crash-gate child: the second opener failed");
+            futures::future::pending::<()>().await;
+        }
+    }
+    Ok(())
 }
 
 /// Opens the WAL: once without faults; with faults, again after a failed
@@ -392,6 +523,12 @@ pub fn error_kind(e: &Error) -> &'static str {
 /// would retry), and with faults armed also a permanent storage error (an
 /// injected one). Anything else ends the life, and so fails the gate.
 fn tolerated(shared: &Shared, e: Error) -> CliResult {
+    // Fenced by the life's second opener (a marker of its walk, or a filler
+    // met as it opened): the tasks stop.
+    if shared.second.load(Ordering::SeqCst) && e.is_poisoned() {
+        shared.parked.store(true, Ordering::SeqCst);
+        return Ok(());
+    }
     let injected = shared.faulty && matches!(e, Error::Storage { .. });
     if e.is_retryable() || injected {
         tracing::warn!(error = %e, "crash-gate child: tolerated error");
@@ -407,6 +544,7 @@ async fn write(shared: Arc<Shared>, writer: u16, mut rng: StdRng) -> CliResult {
     let mut counter = 0u32;
     let mut pending = FuturesOrdered::new();
     loop {
+        shared.park().await;
         let n = rng.random_range(1..=4);
         let entries: Vec<(Key, u64)> = (0..n)
             .map(|_| {
@@ -482,6 +620,7 @@ async fn flusher(shared: Arc<Shared>, inherited: Vec<(u64, u64)>, mut rng: StdRn
     let mut watermarks: HashMap<u64, u64> = inherited.into_iter().collect();
     loop {
         tokio::time::sleep(Duration::from_millis(rng.random_range(10..=100))).await;
+        shared.park().await;
         let durable: Vec<(u64, u64)> = {
             let map = shared.durable.lock().unwrap_or_else(|e| e.into_inner());
             map.iter().map(|(r, id)| (*r, *id)).collect()
@@ -507,6 +646,7 @@ async fn flusher(shared: Arc<Shared>, inherited: Vec<(u64, u64)>, mut rng: StdRn
 async fn barriers(shared: Arc<Shared>, mut rng: StdRng) -> CliResult {
     for k in 1u64.. {
         tokio::time::sleep(Duration::from_millis(rng.random_range(30..=300))).await;
+        shared.park().await;
         shared.log.line(format_args!("B {k}"))?;
         match shared.wal.flush().await {
             Ok(()) => shared.log.line(format_args!("C {k}"))?,
@@ -552,6 +692,7 @@ async fn releaser(
 async fn release(shared: &Shared, region: u64) -> CliResult {
     shared.log.line(format_args!("S {region}"))?;
     loop {
+        shared.park().await;
         match shared.wal.release_region(region).await {
             Ok(()) => return shared.log.line(format_args!("R {region}")),
             Err(e) => {
@@ -574,6 +715,7 @@ async fn release(shared: &Shared, region: u64) -> CliResult {
 async fn reader(shared: Arc<Shared>, mut rng: StdRng) -> CliResult {
     loop {
         tokio::time::sleep(Duration::from_millis(rng.random_range(20..=100))).await;
+        shared.park().await;
         let region = shared.pick(&mut rng);
         let mut entries = Box::pin(shared.wal.read(region, 0));
         let mut last = 0;

@@ -2,7 +2,8 @@
 //! and the store's own counters, reported by each life as facts.
 //!
 //! A life wraps its storage in the `testing` feature's [`FaultyStorage`]
-//! and runs [`arm`]: every 50 to 300 ms (drawn from the life's seed) it
+//! (and, on a directory, slows its fsyncs: [`Kind::SlowFsyncs`]) and runs
+//! [`arm`]: every 50 to 300 ms (drawn from the life's seed) it
 //! clears every rule and arms its one kind of fault for the next 1 to 3
 //! matching requests, logging `F kind n` first. A line can lag what it
 //! says but never lead it; an `F` line is written before the rule is armed,
@@ -51,7 +52,16 @@ pub enum Faults {
     /// Requests that never answer; the life sets `request_timeout` and a
     /// budget of hedged creates.
     Stalls,
-    /// One kind per life, in turn.
+    /// Directory fsyncs after a link take 150 ms longer (a `file://` store;
+    /// elsewhere nothing); the life sets `request_timeout` and a budget of
+    /// hedged creates, so hedges meet an entry whose fsync runs: the
+    /// directory backend's "already exists" path.
+    SlowFsyncs,
+    /// Creates land, their answer is lost and the read-backs of objects
+    /// fail, so the create is repeated (enqueued) or its void sent
+    /// (durable) at a key that holds it: "already exists".
+    UnreadLandings,
+    /// One kind per life, in turn (the nine before `slow-fsyncs`).
     All,
 }
 
@@ -76,6 +86,10 @@ pub enum Kind {
     KeptReleases,
     /// See [`Faults::Stalls`].
     Stalls,
+    /// See [`Faults::SlowFsyncs`].
+    SlowFsyncs,
+    /// See [`Faults::UnreadLandings`].
+    UnreadLandings,
 }
 
 impl Kind {
@@ -92,6 +106,11 @@ impl Kind {
         Kind::Stalls,
     ];
 
+    /// The kinds a `--power-loss` gate without `--faults` arms, in turn:
+    /// those that take the directory backend through "already exists"
+    /// (issue 29 item 9).
+    pub const POWER_LOSS: [Kind; 2] = [Kind::SlowFsyncs, Kind::UnreadLandings];
+
     /// Its name, as `--faults` spells it (and the `F` lines).
     pub fn name(self) -> &'static str {
         match self {
@@ -104,14 +123,29 @@ impl Kind {
             Kind::FailedLists => "failed-lists",
             Kind::KeptReleases => "kept-releases",
             Kind::Stalls => "stalls",
+            Kind::SlowFsyncs => "slow-fsyncs",
+            Kind::UnreadLandings => "unread-landings",
         }
     }
 
     /// The kind named `name`.
     pub fn parse(name: &str) -> Option<Kind> {
-        Kind::ALL.into_iter().find(|k| k.name() == name)
+        Kind::ALL
+            .into_iter()
+            .chain(Kind::POWER_LOSS)
+            .find(|k| k.name() == name)
+    }
+
+    /// Whether the life sets `request_timeout` and a budget of hedged
+    /// creates for it.
+    pub fn hedges(self) -> bool {
+        matches!(self, Kind::Stalls | Kind::SlowFsyncs)
     }
 }
+
+/// How much longer a slowed directory fsync takes: past the hedge of a
+/// create (half of [`STALL_TIMEOUT`]), within the timeout.
+pub const SLOW_FSYNC: Duration = Duration::from_millis(150);
 
 /// The `request_timeout` of a life with stalls: a stalled request is given
 /// up this long after it was sent (and a slow create is hedged at half).
@@ -136,13 +170,20 @@ impl Faults {
             Faults::FailedLists => Kind::FailedLists.name(),
             Faults::KeptReleases => Kind::KeptReleases.name(),
             Faults::Stalls => Kind::Stalls.name(),
+            Faults::SlowFsyncs => Kind::SlowFsyncs.name(),
+            Faults::UnreadLandings => Kind::UnreadLandings.name(),
         }
     }
 
     /// The kind life `life` (from 1) arms, if any: `all` takes the kinds
-    /// in turn, life by life.
-    pub fn of_life(self, life: u32) -> Option<Kind> {
+    /// in turn, life by life; with `power_loss` and no faults named, the
+    /// kinds of [`Kind::POWER_LOSS`] in turn.
+    pub fn of_life(self, life: u32, power_loss: bool) -> Option<Kind> {
         let one = match self {
+            Faults::None if power_loss => {
+                let i = (life.saturating_sub(1) as usize) % Kind::POWER_LOSS.len();
+                return Kind::POWER_LOSS.get(i).copied();
+            }
             Faults::None => return None,
             Faults::All => {
                 let i = (life.saturating_sub(1) as usize) % Kind::ALL.len();
@@ -157,6 +198,8 @@ impl Faults {
             Faults::FailedLists => Kind::FailedLists,
             Faults::KeptReleases => Kind::KeptReleases,
             Faults::Stalls => Kind::Stalls,
+            Faults::SlowFsyncs => Kind::SlowFsyncs,
+            Faults::UnreadLandings => Kind::UnreadLandings,
         };
         Some(one)
     }
@@ -170,6 +213,7 @@ impl Faults {
 /// then calls a release at once).
 pub async fn arm(
     faulty: FaultyStorage,
+    directory: Option<objwal::storage::FileStorage>,
     kind: Kind,
     mut rng: StdRng,
     log: impl Fn(std::fmt::Arguments<'_>) -> CliResult,
@@ -208,6 +252,17 @@ pub async fn arm(
                     .copied()
                     .unwrap_or(Op::Create);
                 faulty.stall_next(op, "", n);
+            }
+            Kind::SlowFsyncs => {
+                if let Some(directory) = &directory {
+                    directory.slow_next_dir_syncs(n, SLOW_FSYNC);
+                }
+            }
+            Kind::UnreadLandings => {
+                faulty.lose_next_create_responses("/objects/", n);
+                // The read-back of each, and of the void's or repeat's
+                // "already exists" that follows once.
+                faulty.fail_next(Op::Read, "/objects/", n, transient);
             }
         }
     }
@@ -312,12 +367,26 @@ mod tests {
 
     #[test]
     fn all_takes_every_kind_in_turn_and_names_round_trip() {
-        let lives: Vec<Kind> = (1..=10).filter_map(|l| Faults::All.of_life(l)).collect();
+        let lives: Vec<Kind> = (1..=10)
+            .filter_map(|l| Faults::All.of_life(l, false))
+            .collect();
         assert_eq!(lives.get(..9), Some(&Kind::ALL[..]));
         assert_eq!(lives.get(9), Some(&Kind::FailedCreates));
-        assert_eq!(Faults::None.of_life(1), None);
-        assert_eq!(Faults::Stalls.of_life(7), Some(Kind::Stalls));
-        for kind in Kind::ALL {
+        assert_eq!(Faults::None.of_life(1, false), None);
+        assert_eq!(Faults::Stalls.of_life(7, true), Some(Kind::Stalls));
+        let power_loss: Vec<Kind> = (1..=4)
+            .filter_map(|l| Faults::None.of_life(l, true))
+            .collect();
+        assert_eq!(
+            power_loss,
+            [
+                Kind::SlowFsyncs,
+                Kind::UnreadLandings,
+                Kind::SlowFsyncs,
+                Kind::UnreadLandings
+            ]
+        );
+        for kind in Kind::ALL.into_iter().chain(Kind::POWER_LOSS) {
             assert_eq!(Kind::parse(kind.name()), Some(kind));
         }
         assert_eq!(Kind::parse("none"), None);

@@ -187,7 +187,7 @@ fn life_args(args: &CrashGateArgs, store: String, life: u32, seed: u64) -> LifeA
         seed,
         flush_interval: args.flush_interval.clone(),
         life_seconds: args.life,
-        faults: args.faults.of_life(life),
+        faults: args.faults.of_life(life, args.power_loss),
         power_loss: args.power_loss,
     }
 }
@@ -289,7 +289,7 @@ impl Gate<'_> {
             let faults = self
                 .args
                 .faults
-                .of_life(cycle)
+                .of_life(cycle, self.args.power_loss)
                 .map_or(String::new(), |kind| {
                     let armed = report.paths.faults_armed.values().sum::<u64>();
                     format!(", {armed} x {}", kind.name())
@@ -523,9 +523,10 @@ impl Gate<'_> {
             named(&p.failed_releases, &["failing", "not-durable", "storage"])
         );
         out!(
-            "lives:        {} kills in a life's own open, {} opens failed under faults and repeated; {} reads in lives ({} entries checked), {} failed",
+            "lives:        {} kills in a life's own open, {} opens failed under faults and repeated, {} second openers within a life; {} reads in lives ({} entries checked), {} failed",
             self.kills_in_open,
             p.failed_opens,
+            p.second_openers,
             p.life_reads,
             p.life_read_entries,
             p.life_reads_failed
@@ -555,6 +556,9 @@ const STORE_COUNTERS: &[&str] = &[
     "failed_deletes_total",
     "skipped_segments_total",
     "poisoned_total",
+    // Not the store's: the directory backend's "already exists" answers
+    // to object creates, counted by a `--power-loss` life (`child.rs`).
+    "crash_gate_exists_total",
 ];
 
 /// Every entry of a bulk replay, as the comparison sees it, or the error

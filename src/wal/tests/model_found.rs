@@ -224,3 +224,247 @@ async fn an_import_that_meets_a_hole_fails_instead_of_copying_around_it() {
     );
     node_b.stop().await.unwrap();
 }
+
+/// A durable configuration.
+fn durable() -> Config {
+    Config {
+        ack_mode: crate::config::AckMode::Durable,
+        ..config()
+    }
+}
+
+/// A memory store whose `prefix` had a first writer (epoch 1, stopped):
+/// an older epoch exists for a filler.
+async fn after_a_first_writer(prefix: &str) -> Storage {
+    let inner = Storage::new(MemoryStorage::new());
+    Wal::open(inner.clone(), prefix, durable())
+        .await
+        .unwrap()
+        .stop()
+        .await
+        .unwrap();
+    inner
+}
+
+/// Creates at `sequence` of `prefix` the empty start object of an opener
+/// of `epoch` whose open failed (a filler, rfcs/0006 rule 8), linked to
+/// `link` (sequence, epoch) with `boundary`.
+async fn plant_filler(
+    inner: &Storage,
+    prefix: &str,
+    sequence: u64,
+    epoch: u64,
+    link: (u64, u64),
+    boundary: u64,
+) {
+    use crate::format::{self, Header, Link, Object};
+    let bytes = format::encode(&Object {
+        header: Header {
+            sequence,
+            epoch,
+            link: Some(Link {
+                sequence: link.0,
+                epoch: link.1,
+            }),
+            reclaim_boundary: boundary,
+        },
+        segments: Vec::new(),
+        marks: Vec::new(),
+        releases: Vec::new(),
+    })
+    .unwrap();
+    let key = format!("{prefix}/objects/{sequence:020}.wal");
+    assert_eq!(
+        inner.create(&key, bytes).await.unwrap(),
+        crate::storage::Created::New
+    );
+}
+
+/// The sequence after the one of `id`.
+fn after(id: EntryId) -> u64 {
+    crate::format::sequence_of(id) + 1
+}
+
+/// Issue 29 item 9, found by the model test's dead-object step: a writer
+/// that stepped over a filler linked its next object to the filler's key
+/// (rfcs/0006 rule 8); the next opener adopted that object (recovery steps
+/// over fillers) and built its run on it; but chain selection follows links
+/// only to an object of the linked epoch, so for the opener after that the
+/// second writer's whole chain broke at the filler's key and everything it
+/// acknowledged was left unreplayed (the writer of epoch 2's chain was the
+/// tip again). Every acknowledged entry must replay after each open.
+#[tokio::test(start_paused = true)]
+#[ignore = "fails on 7e5febb: chain selection breaks at a filler (reported, issue 29 item 9)"]
+async fn a_run_built_past_a_filler_stays_complete_for_the_next_opener() {
+    let prefix = "past-a-filler";
+    let inner = after_a_first_writer(prefix).await;
+    let two = Wal::open(inner.clone(), prefix, durable()).await.unwrap();
+    let a = within(two.append(vec![(1, b("a"))])).await.unwrap();
+    let dead = after(a[0]);
+    plant_filler(&inner, prefix, dead, 1, (1, 1), 1).await;
+    let err = within(two.append(vec![(1, b("b"))])).await.unwrap_err();
+    assert!(matches!(err, Error::NotDurable { .. }), "{err}");
+    let c = within(two.append(vec![(1, b("c"))])).await.unwrap();
+    assert_eq!(after(c[0]), dead + 2, "past the filler");
+    within(two.stop()).await.unwrap();
+    // Epoch 3 adopts c past the filler and builds on it.
+    let three = Wal::open(inner.clone(), prefix, durable()).await.unwrap();
+    let d = within(three.append(vec![(1, b("d"))])).await.unwrap();
+    within(three.stop()).await.unwrap();
+    let acknowledged = [a[0], c[0], d[0]];
+    assert_eq!(replays(&inner, prefix, 1).await, acknowledged, "a reader");
+    let four = Wal::open(inner.clone(), prefix, durable()).await.unwrap();
+    let mut stream = Box::pin(four.read(1, 0));
+    let mut ids = Vec::new();
+    while let Some(entry) = stream.next().await {
+        ids.push(entry.unwrap().id);
+    }
+    assert_eq!(ids, acknowledged, "the writer of epoch 4");
+}
+
+/// Issue 29 item 9, found by the model test's dead-object step (a second
+/// opener while a filler sits at the writer's next key): the newer
+/// process's walk stepped over the filler (as the writer does) and settled
+/// the key after it; then its collection, below its start object's
+/// boundary, deleted the filler. The older writer's next create found the
+/// key free, landed and was acknowledged: an acknowledged append that is on
+/// no chain of the newer process. A filler a walk stepped over is where
+/// the older writer may still create: kept like a settle marker.
+#[tokio::test(start_paused = true)]
+#[ignore = "fails on 7e5febb: the newer process collects the filler (reported, issue 29 item 9)"]
+async fn a_filler_the_walk_stepped_over_is_never_collected_under_the_older_writer() {
+    let prefix = "filler-collected";
+    let inner = after_a_first_writer(prefix).await;
+    // Epoch 2 holds nothing live: the newer boundary is its own start.
+    let older = Wal::open(inner.clone(), prefix, durable()).await.unwrap();
+    let start = inner
+        .list(&format!("{prefix}/objects/"))
+        .await
+        .unwrap()
+        .iter()
+        .filter_map(|m| {
+            m.key
+                .rsplit('/')
+                .next()?
+                .strip_suffix(".wal")?
+                .parse::<u64>()
+                .ok()
+        })
+        .max()
+        .unwrap();
+    plant_filler(&inner, prefix, start + 1, 1, (1, 1), 1).await;
+    let newer = Wal::open(inner.clone(), prefix, durable()).await.unwrap();
+    // Collection runs in the background of the newer process.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let key = format!("{prefix}/objects/{:020}.wal", start + 1);
+    assert!(inner.read(&key, 0..1).await.is_ok(), "the filler is kept");
+    let answer = within(older.append(vec![(1, b("b"))])).await;
+    assert!(
+        answer.is_err(),
+        "the fenced writer acknowledged {answer:?} at the filler's key"
+    );
+    assert!(read(&newer, 1).await.is_empty());
+}
+
+/// A durable writer of epoch 2 over the fault wrapper, with an entry
+/// appended and a filler planted at its next key; returns the wrapper, the
+/// writer and the filler's key.
+async fn a_writer_before_a_filler(
+    prefix: &str,
+) -> (crate::storage::fault::FaultyStorage, Wal, u64) {
+    let inner = after_a_first_writer(prefix).await;
+    let faults = crate::storage::fault::FaultyStorage::new(inner.clone());
+    let wal = Wal::open(faults.storage(), prefix, durable())
+        .await
+        .unwrap();
+    let a = within(wal.append(vec![(1, b("a"))])).await.unwrap();
+    let dead = after(a[0]);
+    plant_filler(&inner, prefix, dead, 1, (1, 1), 1).await;
+    (faults, wal, dead)
+}
+
+/// Issue 29 item 9, found by the model test (a dead object met while one
+/// read was corrupted in transit): the writer's create met a filler and
+/// read it back to learn whether it is empty; the read was corrupted in
+/// transit, the object did not decode, and the writer took it for another
+/// writer's object and poisoned itself. One read corrupted in transit is
+/// never damage (issue 18 item 4): the writer reads again, learns the
+/// filler, and answers `NotDurable` for that batch only.
+#[tokio::test(start_paused = true)]
+#[ignore = "fails on 7e5febb: one corrupted read-back poisons the writer (reported, issue 29 item 9)"]
+async fn one_read_corrupted_in_transit_never_makes_a_filler_look_foreign() {
+    let (faults, wal, dead) = a_writer_before_a_filler("filler-corrupted-read").await;
+    faults.corrupt_next_reads("/objects/", 1);
+    let err = within(wal.append(vec![(1, b("b"))])).await.unwrap_err();
+    assert!(matches!(err, Error::NotDurable { .. }), "{err}");
+    let c = within(wal.append(vec![(1, b("c"))])).await.unwrap();
+    assert_eq!(after(c[0]), dead + 2);
+}
+
+/// Issue 29 item 9, found by the model test (a dead object, then a durable
+/// create whose read-backs failed transiently): the batch's create met a
+/// filler but its read-back failed, and so did its void's, so the store
+/// was failing; the void's repeat then read the filler back and the key
+/// was settled by it, but only a create that lands ends the failing state:
+/// with nothing left to create, the store refused every append with
+/// `Failing` for good. A key settled by a filler ends it too, and a
+/// barrier that waited for that key answers (it hung once the failing
+/// state ended: the filler's handling took it for a release's caller).
+#[tokio::test(start_paused = true)]
+#[ignore = "fails on 7e5febb: the store stays failing (reported, issue 29 item 9)"]
+async fn a_key_a_filler_settled_ends_the_failing_state() {
+    let (faults, wal, dead) = a_writer_before_a_filler("filler-failing").await;
+    faults.fail_next(Op::Read, "/objects/", 2, StorageErrorKind::Transient);
+    let err = within(wal.append(vec![(1, b("b"))])).await.unwrap_err();
+    assert!(
+        matches!(err, Error::Storage { .. } | Error::NotDurable { .. }),
+        "{err}"
+    );
+    // A flush now waits for the key to be settled (the void's repeat
+    // reads the filler back): then it answers.
+    let flushed = within(wal.flush()).await;
+    assert!(
+        flushed.as_ref().map_or_else(Error::is_retryable, |()| true),
+        "{flushed:?}"
+    );
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    let c = within(wal.append(vec![(1, b("c"))])).await.unwrap();
+    assert!(after(c[0]) > dead + 1);
+}
+
+/// Issue 29 item 9, found by the model test (a dead object, then an object
+/// deleted by hand): a filler is an older epoch's start object, a complete
+/// chain of its own; once the newer writer's chain broke (its start object
+/// deleted), chain selection took the filler as the tip, and the newer
+/// writer's objects below it were neither replayed nor named: only objects
+/// above the tip were named unreplayed. A missing object is never silent
+/// (issue 29 item 7): they are named.
+#[tokio::test(start_paused = true)]
+#[ignore = "fails on 7e5febb: a filler tip hides the broken chain below it (reported, issue 29 item 9)"]
+async fn a_filler_taken_as_the_tip_never_hides_a_broken_newer_chain() {
+    let prefix = "filler-tip";
+    let inner = Storage::new(MemoryStorage::new());
+    let one = Wal::open(inner.clone(), prefix, durable()).await.unwrap();
+    let x = within(one.append(vec![(1, b("x"))])).await.unwrap();
+    within(one.stop()).await.unwrap();
+    let two = Wal::open(inner.clone(), prefix, durable()).await.unwrap();
+    let a = within(two.append(vec![(1, b("a"))])).await.unwrap();
+    let start = after(a[0]) - 2;
+    // The failed opener's start object links to epoch 1's tip, as the
+    // writer's own start object does: a complete chain of epoch 1.
+    let x_seq = after(x[0]) - 1;
+    plant_filler(&inner, prefix, start + 2, 1, (x_seq, 1), x_seq).await;
+    within(two.stop()).await.unwrap();
+    inner
+        .delete(&format!("{prefix}/objects/{start:020}.wal"))
+        .await
+        .unwrap();
+    let reader = crate::WalReader::open(inner.clone(), prefix, config())
+        .await
+        .unwrap();
+    let named: Vec<u64> = reader.unreplayed().iter().map(|u| u.sequence).collect();
+    assert!(
+        named.contains(&(start + 1)),
+        "the object holding an acknowledged entry, above the missing one, is named: {named:?}"
+    );
+}

@@ -11,6 +11,7 @@ use objwal::storage::fault::FaultyStorage;
 use objwal::storage::ObjectStorage;
 use objwal::{AckMode, Config, Entry, Error, RegionId, Wal};
 
+use super::network::Network;
 use super::reference::{Key, Model};
 use super::steps::{Fault, From, Op, Settings, Step, REGIONS};
 
@@ -79,6 +80,9 @@ impl std::fmt::Display for Stats {
 pub struct Driver {
     pub stats: Stats,
     pub(super) faulty: FaultyStorage,
+    /// The network in front of `faulty` (slow and late creates): every
+    /// store of the case reaches the object store through it.
+    pub(super) network: Network,
     pub(super) settings: Settings,
     pub(super) config: Config,
     /// The other log of the store, once a step used it.
@@ -97,6 +101,12 @@ pub struct Driver {
     /// nothing may change them until the next open.
     pub(super) stopped_keys: Option<BTreeSet<String>>,
     pub(super) model: Model,
+    /// The fault armed for the current step's calls, if any.
+    pub(super) armed: Option<Fault>,
+    /// A permanent read failure of a read-back poisoned the store (it could
+    /// not learn what holds its key): the engine opens the prefix again
+    /// once the faults are cleared.
+    pub(super) poisoned: bool,
 }
 
 pub(super) async fn read_all(wal: &Wal, region: RegionId, from: u64) -> Result<Vec<Entry>, Error> {
@@ -171,6 +181,7 @@ impl Driver {
     /// A fresh store in `mode` with `settings`.
     pub async fn new(mode: AckMode, settings: Settings) -> Result<Driver, String> {
         let faulty = crate::common::faulty_memory();
+        let network = Network::new(faulty.clone(), settings.slow);
         let config = settings.config(mode);
         config
             .validate()
@@ -178,6 +189,7 @@ impl Driver {
         let mut driver = Driver {
             stats: Stats::default(),
             faulty,
+            network,
             settings,
             config,
             source: None,
@@ -188,10 +200,34 @@ impl Driver {
             stopped: None,
             stopped_keys: None,
             model: Model::new(mode == AckMode::Enqueued),
+            armed: None,
+            poisoned: false,
         };
         let wal = driver.open(false).await?;
         driver.handles = vec![wal; super::steps::HANDLES];
         Ok(driver)
+    }
+
+    /// The object store as the case's stores reach it.
+    pub(super) fn storage(&self) -> objwal::storage::Storage {
+        self.network.storage()
+    }
+
+    /// Clears every fault of the wrapper and the network's armed late
+    /// landings (the per-case slowness stays).
+    pub(super) fn clear_faults(&self) {
+        self.faulty.clear_faults();
+        self.network.clear();
+    }
+
+    /// What the case reached, with the network's counts.
+    pub fn finish_stats(&mut self) -> Stats {
+        let (slow, late, exists) = self.network.counts();
+        self.stats.bump("creates answered late (network)", slow);
+        self.stats.bump("creates landed late (network)", late);
+        self.stats
+            .bump("object creates answered exists (network)", exists);
+        std::mem::take(&mut self.stats)
     }
 
     pub(super) fn wal(&self, handle: usize) -> &Wal {
@@ -228,6 +264,26 @@ impl Driver {
                     "an append to a released region answered {e} (expected: released)"
                 )),
             };
+        }
+        // A create that met an object at its key reads it back; when that
+        // read fails for good the writer cannot learn what holds its key
+        // and stops: poisoned (with a dead object at its key, rfcs/0006
+        // rule 8, a create meets "exists" with no fault of its own).
+        if e.is_poisoned()
+            && !e.is_fenced()
+            && matches!(
+                self.armed,
+                Some(Fault::FailRead {
+                    permanent: true,
+                    ..
+                })
+            )
+        {
+            self.poisoned = true;
+            return Ok(());
+        }
+        if self.poisoned && e.is_poisoned() {
+            return Ok(());
         }
         let enqueued = self.model.enqueued;
         // Under `on_corrupted_segment = "fail"` a read stops at a segment
@@ -289,7 +345,7 @@ impl Driver {
     /// "exists" over nothing taken as won left an epoch without one).
     pub(super) async fn open(&mut self, faulty: bool) -> Result<Wal, String> {
         self.check_stopped_quiet().await?;
-        let storage = self.faulty.storage();
+        let storage = self.storage();
         let before = self.fences().await?;
         let opened = within(
             "open",
@@ -300,7 +356,7 @@ impl Driver {
             Ok(wal) => wal,
             Err(e) => {
                 self.expect_error(Call::Open, &e, faulty, &[])?;
-                self.faulty.clear_faults();
+                self.clear_faults();
                 let before = self.fences().await?;
                 let wal = within("open", Wal::open(storage, PREFIX, self.config.clone()))
                     .await?
@@ -331,7 +387,14 @@ impl Driver {
             return Ok(());
         };
         tokio::time::sleep(Duration::from_secs(2)).await;
-        let now = self.keys().await?;
+        // A request its store gave up on may still land: the network's.
+        let abandoned = self.network.abandoned();
+        let now: BTreeSet<String> = self
+            .keys()
+            .await?
+            .into_iter()
+            .filter(|k| !abandoned.contains(k) || at_stop.contains(k))
+            .collect();
         if now != at_stop {
             let added: Vec<_> = now.difference(&at_stop).collect();
             let removed: Vec<_> = at_stop.difference(&now).collect();
@@ -345,7 +408,7 @@ impl Driver {
     }
 
     /// The epochs of the fences in the store (read past the faults).
-    async fn fences(&self) -> Result<BTreeSet<u64>, String> {
+    pub(super) async fn fences(&self) -> Result<BTreeSet<u64>, String> {
         let inner = self.faulty.inner().clone();
         let listed = within("a list of fences", inner.list(&format!("{PREFIX}/fences/")))
             .await?
@@ -394,7 +457,7 @@ impl Driver {
         wal: Wal,
         lost: &BTreeSet<u64>,
     ) -> Result<(), String> {
-        self.faulty.clear_faults();
+        self.clear_faults();
         let infos = within("regions", wal.regions())
             .await?
             .map_err(|e| format!("regions() after an open: {e}"))?;
@@ -442,14 +505,24 @@ impl Driver {
                 // look reads it whole): only two may leave holes.
                 self.model.corruption |= matches!(fault, Fault::CorruptRead { n } if *n >= 2);
                 self.stats.bump(&format!("fault {}", fault.name()), 1);
-                fault.arm(&self.faulty, self.config.request_timeout.is_some());
+                fault.arm(
+                    &self.faulty,
+                    &self.network,
+                    self.config.request_timeout.is_some(),
+                );
+                self.armed = Some(*fault);
                 for op in ops {
-                    self.op(op, true).await?;
+                    let done = self.op(op, true).await;
+                    if done.is_err() {
+                        self.armed = None;
+                    }
+                    done?;
                 }
+                self.armed = None;
                 if let Fault::Outage { ms } = fault {
                     tokio::time::sleep(Duration::from_millis(*ms)).await;
                 }
-                self.faulty.clear_faults();
+                self.clear_faults();
                 self.settle().await
             }
             Step::Held {
@@ -469,6 +542,13 @@ impl Driver {
     /// returns `Ok` (an enqueued store that was failing has repeated its
     /// creates by then).
     pub(super) async fn settle(&mut self) -> Result<(), String> {
+        if self.poisoned {
+            self.poisoned = false;
+            self.stats.bump("stores poisoned by a failed read-back", 1);
+            self.handles.clear();
+            let wal = self.open(false).await?;
+            return self.check_restart(wal).await;
+        }
         if self.stopped.is_some() {
             return Ok(());
         }
@@ -476,7 +556,9 @@ impl Driver {
         // A batch sealed under the faults may still fail after they are
         // cleared (a stalled create gives up at `request_timeout`, then its
         // void settles the key): the first flushes may report it.
-        for attempt in 0..3 {
+        // Slow creates (`network`) make the repeats of a backlog slower.
+        let attempts = if self.settings.slow.is_some() { 10 } else { 3 };
+        for attempt in 0..attempts {
             let (_, admitted) = self.model.snapshot();
             let flushed = within("flush after the faults", self.wal(0).flush()).await?;
             match flushed {
@@ -484,7 +566,7 @@ impl Driver {
                     self.model.flushed(&admitted);
                     return Ok(());
                 }
-                Err(e) if attempt < 2 && e.is_retryable() => {
+                Err(e) if attempt + 1 < attempts && e.is_retryable() => {
                     self.expect_error(Call::Flush, &e, true, &[])?;
                     tokio::time::sleep(Duration::from_secs(1)).await;
                 }
@@ -601,6 +683,13 @@ impl Driver {
             Op::CatchUp => self.catch_up(faulty).await,
             Op::FollowInFlight { region, n } => self.follow_in_flight(*region, *n, faulty).await,
             Op::ObsoleteUnlanded { region } => self.obsolete_unlanded(*region, faulty).await,
+            Op::DeadObject { region, then_open } => {
+                self.dead_object(*region, *then_open, faulty).await
+            }
+            Op::JumpOpener { region, skip, held } => {
+                self.jump_opener(*region, *skip, *held, faulty).await
+            }
+            Op::FollowJump { region, skip } => self.follow_jump(*region, *skip, faulty).await,
             Op::ObsoleteAhead { region, ahead } => {
                 let Some(newest) = self.model.newest_id() else {
                     return Ok(());

@@ -14,7 +14,8 @@
 //!
 //! The second opener: a newer store opens the prefix while this one
 //! lives. It must replay everything promised; the older one, fenced, may
-//! refuse in any way but must acknowledge nothing more.
+//! refuse in any way but must acknowledge nothing more (two appends,
+//! `races::check_fenced_store`).
 
 use std::time::Duration;
 
@@ -160,30 +161,8 @@ impl Driver {
         let region = (0..REGIONS)
             .find(|r| !self.model.released_now(*r))
             .unwrap_or(0);
-        let (keys, batch) = self.register(&[(region, 9)]);
-        let appended = within("an append of the fenced store", old.append(batch)).await?;
-        // The fenced store may not know yet (a failing store refuses with
-        // `Failing` first); what it must never do is acknowledge.
-        match &appended {
-            Err(_) => {}
-            Ok(ids) if self.model.enqueued => {
-                let waited = within(
-                    "wait_durable of the fenced store",
-                    old.wait_durable(region, ids[0]),
-                )
-                .await?;
-                if waited.is_ok() {
-                    return Err(
-                        "the fenced store confirmed an entry durable after a newer store opened"
-                            .into(),
-                    );
-                }
-            }
-            Ok(ids) => return Err(format!("the fenced store acknowledged an append: {ids:?}")),
-        }
-        self.model.refuse(&keys);
-        let _ = within("stop of the fenced store", old.stop()).await?;
-        Ok(())
+        let old = old.clone();
+        self.check_fenced_store(&old, region).await
     }
 
     /// A stop while creates are held, each held create of this store

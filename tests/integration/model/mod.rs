@@ -4,8 +4,10 @@
 //!
 //! Settings (`steps::Settings`, drawn per case): `flush_interval`,
 //! `max_batch_bytes`, `max_inflight_creates`, `early_seals`,
-//! `hedge_creates`, `request_timeout`, `on_damaged_object`,
-//! `on_corrupted_segment`, `stop_attempts`, `max_unpersisted_bytes`.
+//! `hedge_creates` (off, half, or every create), `request_timeout`,
+//! `on_damaged_object`, `on_corrupted_segment`, `stop_attempts`,
+//! `max_unpersisted_bytes`, and slow creates (`network`: one object create
+//! in five answers 400 ms late, so that hedges go out and meet "exists").
 //!
 //! Steps (`steps`): appends of one to three entries to four regions
 //! through three handles (clones of one `Wal`), reads from 0 or from a
@@ -22,15 +24,22 @@
 //! the release there (rfcs/0009; some with two of its reads corrupted in
 //! transit), a follower (from a known id, or from inside a segment still in
 //! flight), objects damaged or deleted by hand (the
-//! tools must name them; restored, everything replays), calls run at once,
+//! tools must name them; restored, everything replays), a dead object (an
+//! older epoch's empty start object, a filler) at the writer's next key,
+//! met by the writer or first by a second opener's walk, and a second
+//! opener walking over a jump while the older writer's batch carrying it
+//! is in flight (`races`), calls run at once,
 //! creates held (before they reach the store or after they landed) and let
 //! go in order, in reverse or with the first failing, and every fault of
 //! the fault wrapper armed for the calls of one step: failed creates
 //! (transient or permanent, of objects or of fences), lost create
 //! responses, phantom "already exists" (409, 412), failed reads, corrupted
 //! reads, failed lists, failed deletes, latency, requests that never
-//! answer (until `request_timeout`), 503 throttling of every kind, and a
-//! long outage (every request fails for seconds of virtual time). After a
+//! answer (until `request_timeout`), 503 throttling of every kind, a
+//! long outage (every request fails for seconds of virtual time), durable
+//! voids whose answer is lost (and their read-backs too), and creates that
+//! fail for their caller but land later (`network`), racing the void or
+//! the repeat that settles their key. After a
 //! faulty step the faults are cleared and the store must work again
 //! (imports that failed are repeated; a `flush` returns `Ok`).
 //!
@@ -41,8 +50,9 @@
 //! an object left out as damaged); what was released reads and replays as
 //! nothing, is reported released by every later open (also once its record
 //! was collected) and ends every follower of it with `RegionReleased`;
-//! nothing replays that was never appended, refused, or gone at an
-//! earlier replay; nothing at or below a flush mark known durable replays
+//! nothing replays that was never appended, refused, answered
+//! `NotDurable` (nothing of its batch is logged), or gone at an earlier
+//! replay; nothing at or below a flush mark known durable replays
 //! after a restart; an import brings every entry the other log
 //! acknowledged, in order, above its floor; enqueued losses after a crash
 //! are whole objects and a suffix; ids rise across lives; each error is one
@@ -78,6 +88,8 @@ mod driver;
 mod following;
 mod forever;
 mod held;
+mod network;
+mod races;
 mod reference;
 mod steps;
 mod surface;
@@ -161,7 +173,7 @@ fn run_case_here(mode: AckMode, settings: &Settings, steps: &[Step]) -> Result<S
                 .op(&Op::Reopen, false)
                 .await
                 .map_err(|e| format!("the final reopen: {e}"))?;
-            Ok(driver.stats)
+            Ok(driver.finish_stats())
         })
     });
     let mut stats = outcome?;

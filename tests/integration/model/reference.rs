@@ -7,8 +7,8 @@
 //! | fate | what the answers so far say | reads in this life | replay after a restart |
 //! |---|---|---|---|
 //! | `Pending` | its call has not answered yet | may show it | - |
-//! | `Maybe` | durable mode: its append failed | never | may (a create that landed), at most once |
-//! | `Refused` | never admitted (or admitted by a fenced store) | never | never |
+//! | `Maybe` | durable mode: its append failed with `Storage`, `Lost` or `Poisoned` (its fate open) | never | may (a create that landed), at most once |
+//! | `Refused` | never admitted (or admitted by a fenced store), or answered `NotDurable` (nothing of its batch is logged) | never | never |
 //! | `Admitted` | enqueued mode: admitted, not known durable | may, in id order | may be lost, whole objects and only a suffix |
 //! | `Promised` | acknowledged durable, covered by a barrier, or replayed | must, unless hidden or skipped | must, unless obsolete and collected, or released |
 //!
@@ -416,12 +416,15 @@ impl Model {
         let ids = match result {
             Ok(ids) => ids,
             Err(e) => {
+                // `NotDurable` says nothing of the batch is logged (its
+                // void or a filler settled its key): it never replays.
+                // `Storage` and `Lost` leave its fate open.
                 let maybe = !self.enqueued
                     && matches!(
                         e,
                         objwal::Error::Storage { .. }
-                            | objwal::Error::NotDurable { .. }
                             | objwal::Error::Lost { .. }
+                            | objwal::Error::Poisoned { .. }
                     );
                 for key in keys {
                     self.set_fate(*key, if maybe { Fate::Maybe } else { Fate::Refused });
@@ -624,7 +627,7 @@ impl Model {
         }
         if e.fate == Fate::Refused {
             return Err(format!(
-                "entry {key} (region {region}) was refused, yet it is read back"
+                "entry {key} (region {region}) was refused or answered NotDurable, yet it is read back"
             ));
         }
         Ok(Some(key))

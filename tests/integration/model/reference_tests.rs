@@ -203,3 +203,24 @@ fn appends_must_be_refused_on_released_regions_and_ids_must_rise() {
         "one append, two objects"
     );
 }
+
+#[test]
+fn an_append_answered_not_durable_never_replays_one_answered_storage_may() {
+    let failed = |error: objwal::Error| {
+        let mut model = Model::new(false);
+        let (key, _) = model.add(1, 8);
+        model
+            .appended(&[key], &Err(error), &HashMap::new())
+            .unwrap();
+        let replayed = replay(&model, &[(key, entry_id(10, 1))]);
+        model.restarted(&replayed, &[], &[], &BTreeSet::new())
+    };
+    let not_durable = objwal::Error::NotDurable {
+        reason: "its void settled the key".into(),
+    };
+    assert!(failed(not_durable).is_err(), "NotDurable replayed");
+    let storage = objwal::Error::Storage {
+        source: objwal::storage::StorageError::transient("may still land"),
+    };
+    failed(storage).unwrap();
+}

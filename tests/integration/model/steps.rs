@@ -13,6 +13,8 @@ use objwal::storage::StorageErrorKind;
 use objwal::{AckMode, Config, CorruptionPolicy, DamagePolicy, EarlySeals, HedgeCreates};
 use proptest::prelude::*;
 
+use super::network::Network;
+
 /// Regions the steps use.
 pub const REGIONS: u64 = 4;
 /// Handles (clones of one `Wal`) the steps use.
@@ -43,6 +45,10 @@ pub struct Settings {
     /// `max_batch_bytes` 2 KiB and `max_unpersisted_bytes` 4 KiB: enqueued
     /// appends wait behind creates.
     pub tight_backlog: bool,
+    /// The seed of slow object creates (`network`: some answer late, some
+    /// land late, after their caller gave up); `None`: every create is
+    /// prompt. With it, `request_timeout` is 500 ms unless drawn.
+    pub slow: Option<u64>,
 }
 
 impl Settings {
@@ -68,9 +74,12 @@ impl Settings {
             hedge_creates: self.hedge.map_or(HedgeCreates::Off, HedgeCreates::Budget),
             // Hedges need a slow create to hedge: with a budget, a
             // timeout (half of it is the latest a hedge waits) is set too.
+            // Slow creates want one too: a request that lands late is
+            // one its caller gave up on.
             request_timeout: self
                 .request_timeout_ms
                 .or(self.hedge.map(|_| 500))
+                .or(self.slow.map(|_| 500))
                 .map(Duration::from_millis),
             on_damaged_object: if self.quarantine {
                 DamagePolicy::Quarantine
@@ -101,12 +110,15 @@ pub fn settings() -> impl Strategy<Value = Settings> {
         prop_oneof![3 => Just(Config::default().max_batch_bytes), 1 => Just(2048u64), 1 => Just(64 << 10)],
         prop_oneof![3 => Just(4usize), 1 => Just(1), 1 => Just(2), 1 => Just(8)],
         0u8..4,
-        prop_oneof![2 => Just(None), 1 => Just(Some(0.5))],
+        // Every create may be hedged in some cases (issue 29 item 9: hedges
+        // that meet "exists" often, with slow creates).
+        prop_oneof![4 => Just(None), 1 => Just(Some(0.5)), 1 => Just(Some(1.0))],
         prop_oneof![2 => Just(None), 1 => Just(Some(500u64))],
         prop::bool::weighted(0.3),
         prop::bool::weighted(0.2),
         prop_oneof![3 => Just(5u32), 1 => Just(1), 1 => Just(2)],
         prop::bool::weighted(0.25),
+        prop_oneof![3 => Just(None), 1 => any::<u64>().prop_map(Some)],
     )
         .prop_map(
             |(
@@ -120,6 +132,7 @@ pub fn settings() -> impl Strategy<Value = Settings> {
                 fail_on_corruption,
                 stop_attempts,
                 tight_backlog,
+                slow,
             )| Settings {
                 flush_ms,
                 max_batch_bytes,
@@ -131,6 +144,7 @@ pub fn settings() -> impl Strategy<Value = Settings> {
                 fail_on_corruption,
                 stop_attempts,
                 tight_backlog,
+                slow,
             },
         )
 }
@@ -239,6 +253,23 @@ pub enum Op {
     /// from a middle id of it, then a catch-up: the segment straddles the
     /// follower's position.
     FollowInFlight { region: u64, n: usize },
+    /// An older epoch's empty object (the start object of an opener whose
+    /// open failed: `races.rs` says which history lands one there) at the
+    /// writer's next key, then an append of one entry to `region` that
+    /// meets it; with `then_open`, a second opener first, whose walk must
+    /// step over it as the fenced writer does.
+    DeadObject { region: u64, then_open: bool },
+    /// `obsolete(region, id)` with an id `skip` objects above the newest,
+    /// so the batch carrying it carries a jump record; with `held`, its
+    /// create lands but its answer is held; a second opener walks the run
+    /// over the jump, then the older store (its jump acknowledged) appends:
+    /// it must acknowledge nothing.
+    JumpOpener { region: u64, skip: u64, held: bool },
+    /// A follower of `region` from its newest entry, then a jump `skip`
+    /// objects ahead (a watermark of another region above every id) and
+    /// an append to `region`: the follower yields it within three
+    /// `follow_max_interval`s (`following.rs`).
+    FollowJump { region: u64, skip: u64 },
 }
 
 /// Which keys a fault rule matches.
@@ -304,6 +335,16 @@ pub enum Fault {
     /// virtual time after them (retries back off, backlogs fill, stops give
     /// up).
     Outage { ms: u64 },
+    /// Durable mode's voids: the next object create fails, and the create
+    /// after it (the void that settles the key) lands but its answer is
+    /// lost; with `read_back_fails`, the read-backs of objects fail too, so
+    /// the void's outcome is not known at once.
+    LoseVoidResponse { read_back_fails: bool },
+    /// The next object create fails at once for its caller but lands `ms`
+    /// later (a request still on the wire, `network`), and the `voids`
+    /// object creates after it fail: the late request races the void (or
+    /// the repeat) that settles its key (rule K1).
+    LateLanding { ms: u64, voids: usize },
 }
 
 impl Fault {
@@ -324,11 +365,17 @@ impl Fault {
             Fault::Stall { .. } => "requests that never answer",
             Fault::Throttle { .. } => "throttling (503)",
             Fault::Outage { .. } => "long outages",
+            Fault::LoseVoidResponse {
+                read_back_fails: false,
+            } => "voids whose answer is lost",
+            Fault::LoseVoidResponse { .. } => "voids whose answer and read-back are lost",
+            Fault::LateLanding { .. } => "creates that land late",
         }
     }
 
-    /// Arms this fault in `f`; `timeout`: `request_timeout` is configured.
-    pub fn arm(self, f: &FaultyStorage, timeout: bool) {
+    /// Arms this fault in `f` (and `network`); `timeout`:
+    /// `request_timeout` is configured.
+    pub fn arm(self, f: &FaultyStorage, network: &Network, timeout: bool) {
         let kind = |permanent: bool| {
             if permanent {
                 StorageErrorKind::Permanent
@@ -369,7 +416,7 @@ impl Fault {
                     [StorageOp::Create, StorageOp::Read, StorageOp::List][usize::from(kind % 3)];
                 f.stall_next(op, "", n);
             }
-            Fault::Stall { .. } => Fault::Latency { ms: 20 }.arm(f, timeout),
+            Fault::Stall { .. } => Fault::Latency { ms: 20 }.arm(f, network, timeout),
             Fault::Throttle { n } => {
                 for op in [
                     StorageOp::Create,
@@ -388,6 +435,31 @@ impl Fault {
                     StorageOp::Delete,
                 ] {
                     f.fail_next(op, "", usize::MAX, StorageErrorKind::Transient);
+                }
+            }
+            Fault::LoseVoidResponse { read_back_fails } => {
+                // The failed create gets no inner request, so the lost
+                // answer is the next create's to reach the store: the void.
+                f.fail_next(
+                    StorageOp::Create,
+                    "/objects/",
+                    1,
+                    StorageErrorKind::Transient,
+                );
+                f.lose_next_create_responses("/objects/", 1);
+                if read_back_fails {
+                    f.fail_next(StorageOp::Read, "/objects/", 3, StorageErrorKind::Transient);
+                }
+            }
+            Fault::LateLanding { ms, voids } => {
+                network.late_next(Duration::from_millis(ms));
+                if voids > 0 {
+                    f.fail_next(
+                        StorageOp::Create,
+                        "/objects/",
+                        voids,
+                        StorageErrorKind::Transient,
+                    );
                 }
             }
         }
@@ -504,6 +576,11 @@ fn op() -> impl Strategy<Value = Op> {
         2 => Just(Op::Crash),
         1 => Just(Op::SecondOpener),
         1 => (0usize..16, any::<bool>()).prop_map(|(pick, delete)| Op::Damage { pick, delete }),
+        1 => (region(), prop::bool::weighted(0.4))
+            .prop_map(|(region, then_open)| Op::DeadObject { region, then_open }),
+        1 => (region(), 1u64..=8, any::<bool>())
+            .prop_map(|(region, skip, held)| Op::JumpOpener { region, skip, held }),
+        1 => (region(), 1u64..=8).prop_map(|(region, skip)| Op::FollowJump { region, skip }),
     ]
 }
 
@@ -541,6 +618,9 @@ fn fault() -> impl Strategy<Value = Fault> {
         ((0u8..3), (1usize..=2)).prop_map(|(kind, n)| Fault::Stall { kind, n }),
         (1usize..=3).prop_map(|n| Fault::Throttle { n }),
         prop_oneof![Just(2_000u64), Just(20_000)].prop_map(|ms| Fault::Outage { ms }),
+        any::<bool>().prop_map(|read_back_fails| Fault::LoseVoidResponse { read_back_fails }),
+        (prop_oneof![Just(50u64), Just(400)], 0usize..=3)
+            .prop_map(|(ms, voids)| Fault::LateLanding { ms, voids }),
     ]
 }
 

@@ -154,7 +154,7 @@ impl Driver {
         let points = self.points(from);
         let opened = within(
             "WalReader::open",
-            WalReader::open(self.faulty.storage(), PREFIX, self.config.clone()),
+            WalReader::open(self.storage(), PREFIX, self.config.clone()),
         )
         .await?;
         let reader = match opened {
@@ -197,7 +197,7 @@ impl Driver {
             };
             let opened = within(
                 "open of the other log",
-                Wal::open(self.faulty.storage(), SOURCE, config),
+                Wal::open(self.storage(), SOURCE, config),
             )
             .await?;
             let wal = match opened {
@@ -272,7 +272,7 @@ impl Driver {
         let corrupt = corrupt && !faulty;
         let done = self.try_import(region, faulty, corrupt).await?;
         if corrupt {
-            self.faulty.clear_faults();
+            self.clear_faults();
         }
         if !done {
             self.imports_to_repeat.insert(region);
@@ -301,7 +301,7 @@ impl Driver {
         } else {
             source.entries.get(&region).cloned().unwrap_or_default()
         };
-        let storage = self.faulty.storage();
+        let storage = self.storage();
         let config = self.config.clone();
         let opened = within(
             "WalReader::open of the other log",
@@ -375,8 +375,10 @@ impl Driver {
         // flush timer (the store is in memory: no virtual time passes but
         // for timers). A durable append waits for its seal as any does.
         let timer = self.config.flush_interval;
+        // (Slow creates, `network`, make any create take longer.)
         if self.model.enqueued
             && !faulty
+            && self.settings.slow.is_none()
             && imported.entries > 0
             && timer >= Duration::from_millis(10)
             && took >= timer
@@ -387,7 +389,7 @@ impl Driver {
             ));
         }
         // What it appended: read back with no fault armed.
-        self.faulty.clear_faults();
+        self.clear_faults();
         let copied = if imported.entries == 0 {
             Vec::new()
         } else {
@@ -529,7 +531,7 @@ impl Driver {
     ///   missing after the restore;
     /// - under `"fail"` a writer's open fails naming the damaged object.
     pub(super) async fn damage(&mut self, pick: usize, delete: bool) -> Result<(), String> {
-        self.faulty.clear_faults();
+        self.clear_faults();
         let inner = self.faulty.inner().clone();
         let mut objects: Vec<(u64, String, u64)> = within(
             "a list of objects",
@@ -596,7 +598,7 @@ impl Driver {
         };
         let opened = within(
             "WalReader::open after damage",
-            WalReader::open(self.faulty.storage(), PREFIX, quarantine.clone()),
+            WalReader::open(self.storage(), PREFIX, quarantine.clone()),
         )
         .await?;
         match opened {
@@ -631,7 +633,7 @@ impl Driver {
         if !skip_writer {
             let opened = within(
                 "open after damage",
-                Wal::open(self.faulty.storage(), PREFIX, self.config.clone()),
+                Wal::open(self.storage(), PREFIX, self.config.clone()),
             )
             .await?;
             match opened {
