@@ -9,6 +9,12 @@
 //! read, but its sequence and epoch still count when the next ones are
 //! chosen.
 //!
+//! A link may name a key that holds an older epoch's empty object, a
+//! *filler* the linking run stepped over (rfcs/0006 rule 8: the run's
+//! writer sealed the next object before it learned that the key was taken).
+//! The run continues below the fillers: at its own object whose next key is
+//! the first of them ([`predecessor`]). Fillers are never on a chain.
+//!
 //! Pure: summaries in, a selection out. Completeness is computed once per
 //! object, in sequence order (links always point to lower sequences), so the
 //! selection is linear in the number of objects.
@@ -28,6 +34,59 @@ pub struct ObjectSummary {
     pub link: Option<Link>,
     /// The reclaim boundary it carries.
     pub reclaim_boundary: u64,
+    /// The run's next key after it: `sequence + 1`, or where its jump
+    /// record sends the run.
+    pub next_key: u64,
+    /// Whether it holds nothing (no segment, mark or release) and is not a
+    /// settle marker: a filler where a newer run's link names its key.
+    pub empty: bool,
+}
+
+impl ObjectSummary {
+    /// Whether it is a filler to a run of `epoch`.
+    pub fn is_filler_for(&self, epoch: u64) -> bool {
+        self.empty && self.epoch < epoch
+    }
+}
+
+/// Where the chain of `object` continues: `None` when it has no link,
+/// `Some(Ok(s))` at the object of sequence `s`, `Some(Err(k))` broken at key
+/// `k` (nothing of the linked run there). A link to an object of the
+/// linked epoch is followed; a link to a filler is followed down through
+/// the fillers below it to the run's object whose next key is the first
+/// of them.
+pub fn predecessor(
+    objects: &BTreeMap<u64, ObjectSummary>,
+    object: &ObjectSummary,
+) -> Option<Result<u64, u64>> {
+    let link = object.link?;
+    if link.sequence >= object.sequence {
+        return Some(Err(link.sequence));
+    }
+    match objects.get(&link.sequence) {
+        Some(p) if p.epoch == link.epoch => return Some(Ok(link.sequence)),
+        Some(p) if p.is_filler_for(link.epoch) => {}
+        _ => return Some(Err(link.sequence)),
+    }
+    // `first`: the lowest key of the fillers that end at the link.
+    let mut first = link.sequence;
+    for (&sequence, below) in objects.range(..link.sequence).rev() {
+        if below.epoch == link.epoch {
+            let continues = (first..=link.sequence).contains(&below.next_key);
+            return Some(match continues {
+                true => Ok(sequence),
+                // Keys of the run between it and the fillers are missing.
+                false if below.next_key < first => Err(below.next_key),
+                false => Err(link.sequence),
+            });
+        }
+        if sequence + 1 == first && below.is_filler_for(link.epoch) {
+            first = sequence;
+        }
+        // Anything else lies inside a jump of the run, or the run's own
+        // objects below were collected: look further down.
+    }
+    Some(Err(first.saturating_sub(1)))
 }
 
 /// The outcome of chain selection.
@@ -72,15 +131,10 @@ enum Root {
 pub fn select(objects: &BTreeMap<u64, ObjectSummary>) -> Result<Selection, NoCompleteChain> {
     let mut roots: HashMap<u64, Root> = HashMap::with_capacity(objects.len());
     for (&sequence, object) in objects {
-        let root = match object.link {
+        let root = match predecessor(objects, object) {
             None => Root::First,
-            Some(link) => match objects.get(&link.sequence) {
-                Some(pred) if pred.epoch == link.epoch && link.sequence < sequence => roots
-                    .get(&link.sequence)
-                    .copied()
-                    .unwrap_or(Root::Missing(link.sequence)),
-                _ => Root::Missing(link.sequence),
-            },
+            Some(Ok(pred)) => roots.get(&pred).copied().unwrap_or(Root::Missing(pred)),
+            Some(Err(missing)) => Root::Missing(missing),
         };
         roots.insert(sequence, root);
     }
@@ -117,11 +171,10 @@ pub fn select(objects: &BTreeMap<u64, ObjectSummary>) -> Result<Selection, NoCom
     let mut cursor = Some(tip);
     while let Some(object) = cursor {
         on_chain.push(object.sequence);
-        cursor = object
-            .link
-            .and_then(|link| objects.get(&link.sequence))
-            .filter(|pred| Some(pred.epoch) == object.link.map(|l| l.epoch))
-            .copied();
+        cursor = match predecessor(objects, &object) {
+            Some(Ok(pred)) => objects.get(&pred).copied(),
+            _ => None,
+        };
     }
     on_chain.reverse();
     for &sequence in &on_chain {
@@ -171,12 +224,86 @@ pub(crate) mod tests {
             epoch,
             link: link.map(|(sequence, epoch)| Link { sequence, epoch }),
             reclaim_boundary: boundary,
+            next_key: sequence + 1,
+            empty: false,
+        }
+    }
+
+    /// An older epoch's empty object (a filler to newer runs).
+    pub(crate) fn filler(sequence: u64, epoch: u64) -> ObjectSummary {
+        ObjectSummary {
+            empty: true,
+            ..obj(sequence, epoch, None, 1)
         }
     }
 
     /// Summaries keyed by sequence.
     pub(crate) fn map(objects: &[ObjectSummary]) -> BTreeMap<u64, ObjectSummary> {
         objects.iter().map(|o| (o.sequence, *o)).collect()
+    }
+
+    #[test]
+    fn a_run_goes_on_past_its_fillers() {
+        // Epoch 2 writes 3, 4; fillers of epoch 1 at 5 and 6 (start objects
+        // of failed opens); its object at 7 links to the filler at 6.
+        let s = select(&map(&[
+            obj(1, 1, None, 1),
+            obj(2, 2, Some((1, 1)), 1),
+            obj(3, 2, Some((2, 2)), 1),
+            obj(4, 2, Some((3, 2)), 1),
+            filler(5, 1),
+            filler(6, 1),
+            obj(7, 2, Some((6, 2)), 1),
+        ]))
+        .unwrap();
+        assert_eq!(s.tip.unwrap().sequence, 7);
+        assert_eq!(s.chain, vec![1, 2, 3, 4, 7]);
+        assert_eq!(s.orphans, vec![5, 6]);
+    }
+
+    #[test]
+    fn a_run_goes_on_past_a_filler_at_its_jump() {
+        // 3 jumps to 10 (its next key); a filler at 10; 11 links to it.
+        let mut jumped = obj(3, 2, Some((2, 2)), 1);
+        jumped.next_key = 10;
+        let s = select(&map(&[
+            obj(2, 2, None, 1),
+            jumped,
+            filler(5, 1),
+            filler(10, 1),
+            obj(11, 2, Some((10, 2)), 1),
+        ]))
+        .unwrap();
+        assert_eq!(s.chain, vec![2, 3, 11]);
+        // Without the jump the run's key 4 is missing below the fillers.
+        let broken = select(&map(&[
+            obj(2, 2, None, 1),
+            obj(3, 2, Some((2, 2)), 1),
+            filler(10, 1),
+            obj(11, 2, Some((10, 2)), 1),
+        ]))
+        .unwrap();
+        assert_eq!(broken.tip.unwrap().sequence, 3, "11 is broken at key 4");
+    }
+
+    #[test]
+    fn a_filler_of_a_newer_epoch_or_with_content_breaks_the_link() {
+        let not_a_filler = |o: ObjectSummary| {
+            select(&map(&[obj(1, 2, None, 1), o, obj(3, 2, Some((2, 2)), 1)]))
+                .unwrap()
+                .chain
+        };
+        assert_eq!(not_a_filler(filler(2, 1)), vec![1, 3]);
+        assert_eq!(
+            not_a_filler(filler(2, 3)),
+            vec![2],
+            "a newer epoch's object"
+        );
+        assert_eq!(
+            not_a_filler(obj(2, 1, None, 1)),
+            vec![1],
+            "not empty: 3 is broken"
+        );
     }
 
     #[test]

@@ -28,6 +28,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use crate::catalog::chain::{self, ObjectSummary};
 use crate::config::DamagePolicy;
 use crate::error::Error;
 use crate::format::{self, Link};
@@ -132,6 +133,8 @@ fn gaps(
     // goes down to, if any.
     let mut reaches: BTreeMap<u64, (u64, u64)> = BTreeMap::new();
     let mut out: BTreeMap<(u64, u64), Gap> = BTreeMap::new();
+    let summaries: BTreeMap<u64, ObjectSummary> =
+        intact.iter().map(|(s, o)| (*s, o.summary())).collect();
     for (&sequence, object) in intact {
         let header = object.tail.header();
         let Some(link) = header.link.filter(|_| !rules::is_settle_marker(header)) else {
@@ -140,15 +143,21 @@ fn gaps(
         if link.sequence >= sequence {
             continue;
         }
-        let missing = if !present.contains(&link.sequence) {
-            // A link below the object's own boundary names a collected
+        // Where its run goes on below it, over fillers as chain selection
+        // steps over them.
+        let Some(summary) = summaries.get(&sequence) else {
+            continue;
+        };
+        let missing = match chain::predecessor(&summaries, summary) {
+            None => None,
+            Some(Ok(pred)) => reaches.get(&pred).copied(),
+            // A key below the object's own boundary names a collected
             // predecessor (rfcs/0005): nothing is missing there.
-            (link.sequence >= header.reclaim_boundary).then_some((link.sequence, link.epoch))
-        } else {
-            intact
-                .get(&link.sequence)
-                .filter(|p| p.tail.header().epoch == link.epoch)
-                .and_then(|_| reaches.get(&link.sequence).copied())
+            Some(Err(key)) if !present.contains(&key) => {
+                (key >= header.reclaim_boundary).then_some((key, link.epoch))
+            }
+            // Something else is there (damaged, or another writer's).
+            Some(Err(_)) => None,
         };
         if let Some(missing) = missing {
             reaches.insert(sequence, missing);

@@ -378,21 +378,31 @@ pub(crate) fn assemble(
 }
 
 fn summary(h: &Header) -> ObjectSummary {
+    // Its content is not known. Where a newer run links to its key, an
+    // older epoch's object there can only be a filler (rule 8 of rfcs/0006:
+    // the run's own object would carry the run's epoch), so it counts as
+    // empty; at any other key emptiness changes nothing.
     ObjectSummary {
         sequence: h.sequence,
         epoch: h.epoch,
         link: h.link,
         reclaim_boundary: h.reclaim_boundary,
+        next_key: h.sequence.saturating_add(1),
+        empty: !crate::wal::protocol::rules::is_settle_marker(h),
     }
 }
 
 /// A summary for the damaged object of `sequence` whose header is unknown,
 /// from the objects that link to it; `None` when nothing does.
 fn bridge(summaries: &BTreeMap<u64, ObjectSummary>, sequence: u64) -> Option<ObjectSummary> {
+    // Objects that link to it, directly or over fillers above it.
     let linkers: Vec<&ObjectSummary> = summaries
         .range(sequence + 1..)
         .map(|(_, o)| o)
-        .filter(|o| o.link.is_some_and(|l| l.sequence == sequence))
+        .filter(|o| {
+            o.link.is_some_and(|l| l.sequence == sequence)
+                || crate::catalog::chain::predecessor(summaries, o) == Some(Err(sequence))
+        })
         .collect();
     let epoch = linkers
         .iter()
@@ -405,11 +415,13 @@ fn bridge(summaries: &BTreeMap<u64, ObjectSummary>, sequence: u64) -> Option<Obj
         .min()
         .unwrap_or(0)
         .min(sequence);
-    let predecessor = summaries
-        .range(..sequence)
-        .rev()
-        .map(|(_, o)| o)
-        .find(|o| o.epoch <= epoch);
+    // The nearest object of its run below it (fillers lie between the run's
+    // objects, rfcs/0006 rule 8), else, for a run's first object, the
+    // nearest of an older epoch (the tip its start object linked to).
+    let below = || summaries.range(..sequence).rev().map(|(_, o)| o);
+    let predecessor = below()
+        .find(|o| o.epoch == epoch)
+        .or_else(|| below().find(|o| o.epoch < epoch));
     let link = match predecessor {
         Some(p) => Some(Link {
             sequence: p.sequence,
@@ -427,6 +439,8 @@ fn bridge(summaries: &BTreeMap<u64, ObjectSummary>, sequence: u64) -> Option<Obj
         epoch,
         link,
         reclaim_boundary: boundary,
+        next_key: sequence.saturating_add(1),
+        empty: false,
     })
 }
 
@@ -447,10 +461,12 @@ fn placeholder(summary: Option<&ObjectSummary>, sequence: u64, d: &Damaged) -> I
     }
 }
 
-/// Intact objects above the tip, off its chain, holding entries or release
-/// records, of an epoch not below the tip's. (An older epoch's orphans
+/// Intact objects off the tip's chain holding entries or release records:
+/// above the tip, of an epoch not below the tip's (an older epoch's orphans
 /// above a newer tip were superseded by a newer process: fencing
-/// guarantees none of their entries was acknowledged.)
+/// guarantees none of their entries was acknowledged); and anywhere, of an
+/// epoch above the tip's (a newer writer's chain that broke, while an
+/// older epoch's object, a filler, is complete).
 fn unreplayed(
     intact: &BTreeMap<u64, RecoveredObject>,
     summaries: &BTreeMap<u64, ObjectSummary>,
@@ -460,11 +476,16 @@ fn unreplayed(
     let Some(tip) = selection.tip else {
         return Vec::new();
     };
-    crate::catalog::chain::above_tip(selection)
-        .into_iter()
+    selection
+        .orphans
+        .iter()
+        .copied()
         .filter_map(|sequence| {
             let object = intact.get(&sequence)?;
             let header = object.tail.header();
+            if sequence < tip.sequence && header.epoch <= tip.epoch {
+                return None;
+            }
             let segments: Vec<SegmentIndex> = object.tail.region_segments().copied().collect();
             if header.epoch < tip.epoch || (segments.is_empty() && object.releases.is_empty()) {
                 return None;
@@ -490,15 +511,12 @@ fn broken_at(
     sequence: u64,
 ) -> u64 {
     let mut cursor = sequence;
-    while let Some(link) = summaries.get(&cursor).and_then(|o| o.link) {
-        match summaries.get(&link.sequence) {
-            Some(p) if p.epoch == link.epoch && link.sequence < cursor => {
-                if selection.chain.contains(&link.sequence) {
-                    return cursor;
-                }
-                cursor = link.sequence;
-            }
-            _ => return link.sequence,
+    while let Some(object) = summaries.get(&cursor) {
+        match crate::catalog::chain::predecessor(summaries, object) {
+            None => return cursor,
+            Some(Ok(pred)) if selection.chain.contains(&pred) => return cursor,
+            Some(Ok(pred)) => cursor = pred,
+            Some(Err(missing)) => return missing,
         }
     }
     cursor

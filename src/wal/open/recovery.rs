@@ -53,8 +53,10 @@ pub(crate) struct Recovered {
     /// walk: one whose predecessor landed after the listing continues the
     /// chain once the walk adopts that predecessor.
     pub(crate) orphans: BTreeMap<u64, RecoveredObject>,
-    /// The settle markers listed: each keeps the writer a walk stopped from
-    /// ever holding its key, so collection never deletes one (rule K5).
+    /// Keys collection never deletes: the settle markers listed (each keeps
+    /// the writer a walk stopped from ever holding its key: rule K5), and
+    /// the fillers listed or stepped over (an older writer may still create
+    /// at a filler's key: rule 8).
     pub(crate) markers: BTreeSet<u64>,
     /// Where the tip's run stands after the listed objects that continue
     /// it (and the fillers in it): where a walk goes on.
@@ -231,9 +233,15 @@ async fn recover_once(storage: &Storage, prefix: &Prefix, config: &Config) -> Re
     }
     let (mut catalog, selection, mut damage) =
         quarantine::assemble(&intact, &damaged, collected_below, |s| prefix.object_key(s))?;
+    // Kept for good: settle markers, and every empty object off the chain
+    // (a filler, or the start object of an open that failed: an older
+    // writer may still create at its key; rfcs/0006 rule 8).
     let markers = intact
         .iter()
-        .filter(|(_, o)| rules::is_settle_marker(o.tail.header()))
+        .filter(|(sequence, o)| {
+            rules::is_settle_marker(o.tail.header())
+                || (o.is_empty() && selection.orphans.binary_search(sequence).is_ok())
+        })
         .map(|(sequence, _)| *sequence)
         .collect();
     let mut orphans = selection
@@ -559,6 +567,8 @@ async fn walk_to_block(
                         key,
                         "stepping over an older epoch's empty object (a filler)"
                     );
+                    // The older writer may still create at its key: kept.
+                    recovered.markers.insert(key);
                     end = end.step(key, None);
                 }
                 rules::AtKey::Blocks => {

@@ -65,11 +65,14 @@ pub(crate) struct RecoveredObject {
 impl RecoveredObject {
     pub(crate) fn summary(&self) -> ObjectSummary {
         let h = self.tail.header();
+        let jump = self.marks.iter().find(|m| m.is_jump()).map(|m| m.watermark);
         ObjectSummary {
             sequence: h.sequence,
             epoch: h.epoch,
             link: h.link,
             reclaim_boundary: h.reclaim_boundary,
+            next_key: crate::wal::protocol::rules::next_key(h.sequence, jump),
+            empty: self.is_empty() && !crate::wal::protocol::rules::is_settle_marker(h),
         }
     }
 

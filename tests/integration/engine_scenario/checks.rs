@@ -210,17 +210,29 @@ impl Engine {
             .await
             .expect("list");
         // Settle markers (an empty object linked to epoch 0) stay for good:
-        // each keeps a writer an open stopped from its key (rfcs/0006, R5).
+        // each keeps a writer an open stopped from its key (rfcs/0006, R5);
+        // so do empty objects off the chain (the start objects of opens
+        // that failed: fillers, rule 8), which an older writer may still
+        // meet at its key.
         let mut kept = Vec::new();
+        let newest = listed.iter().map(|m| sequence_of_key(&m.key)).max();
         for meta in listed {
-            let header = self
+            if Some(sequence_of_key(&meta.key)) == newest {
+                kept.push(meta);
+                continue;
+            }
+            let object = self
                 .faulty
                 .inner()
-                .read(&meta.key, 0..objwal::format::HEADER_LEN as u64)
+                .read(&meta.key, 0..meta.size)
                 .await
                 .ok()
-                .and_then(|b| objwal::format::decode_header(&b).ok());
-            if header.is_none_or(|h| h.link.is_none_or(|l| l.epoch != 0)) {
+                .and_then(|b| objwal::format::decode(&b).ok());
+            let stays = object.is_some_and(|o| {
+                o.header.link.is_some_and(|l| l.epoch == 0)
+                    || (o.segments.is_empty() && o.marks.is_empty() && o.releases.is_empty())
+            });
+            if !stays {
                 kept.push(meta);
             }
         }

@@ -133,6 +133,16 @@ pub fn run_case(mode: AckMode, settings: &Settings, steps: &[Step]) -> Result<St
     std::thread::Builder::new()
         .name("model case".into())
         .spawn(move || {
+            // OBJWAL_MODEL_TRACE=objwal=debug prints what the library logs
+            // (to replay one failing case with its story).
+            let _trace = std::env::var("OBJWAL_MODEL_TRACE").ok().map(|filter| {
+                tracing::subscriber::set_default(
+                    tracing_subscriber::fmt()
+                        .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
+                        .with_test_writer()
+                        .finish(),
+                )
+            });
             let _ = tx.send(run_case_here(mode, &settings, &steps));
         })
         .map_err(|e| CaseFailure::Violation(format!("no thread for the case: {e}")))?;

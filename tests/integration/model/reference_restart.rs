@@ -91,7 +91,10 @@ impl Model {
                     entries.len()
                 ));
             }
-            if maybe.contains(region) && entries.is_empty() {
+            // A region that replays nothing because a hole took its
+            // entries says nothing about its release.
+            let holed = holes.iter().any(|h| h.region == *region);
+            if maybe.contains(region) && entries.is_empty() && !holed {
                 // The release may have landed (and its record been collected).
                 self.released.insert(*region);
             }

@@ -664,5 +664,7 @@ fn summary_of(object: &IndexedObject) -> ObjectSummary {
             epoch: l.epoch,
         }),
         reclaim_boundary: object.reclaim_boundary,
+        next_key: crate::wal::protocol::rules::next_key(object.sequence, object.jump()),
+        empty: object.is_empty(),
     }
 }

@@ -758,5 +758,7 @@ fn summary(key: u8, o: &Obj) -> ObjectSummary {
         epoch: h.epoch,
         link: h.link,
         reclaim_boundary: 0,
+        next_key: o.jump.map_or(h.sequence + 1, u64::from),
+        empty: o.empty() && o.kind != Kind::Marker,
     }
 }

@@ -24,7 +24,14 @@
 //!
 //! Settle markers are never deleted (rule K5 of rfcs/0006): each keeps a
 //! writer that a newer process's walk stopped from ever holding its key, and
-//! that writer may still be running.
+//! that writer may still be running. Nor are fillers (rule 8): an older
+//! writer may still create at a filler's key, and a delete would let it
+//! land and acknowledge there, off this writer's chain. Nor, while this
+//! process runs, are the voids that settled its failed batches: the
+//! batch's own create may still be on the wire and would land at a freed
+//! key, showing a follower entries that were answered `NotDurable` (found
+//! by the model test's late landings; recovery never replays there, below
+//! the boundary, and after a restart such a landing is only garbage).
 
 use std::collections::BTreeSet;
 
@@ -71,7 +78,7 @@ pub(super) struct Collector {
     pub(super) tick_at: Option<Instant>,
     /// When a stop stops waiting for the pass in flight.
     pub(super) abandon_at: Option<Instant>,
-    /// Settle markers: never deleted.
+    /// Settle markers and fillers: never deleted.
     keep: std::sync::Arc<BTreeSet<u64>>,
 }
 
@@ -95,6 +102,11 @@ impl Collector {
     /// pass collects. Any other missing object is an error for the read.
     pub(super) fn was_deleted(&self, sequence: u64) -> bool {
         sequence < self.collecting_below || self.deleted.contains(&sequence)
+    }
+
+    /// Keeps the filler at `sequence` for good (the next pass on).
+    pub(super) fn keep(&mut self, sequence: u64) {
+        std::sync::Arc::make_mut(&mut self.keep).insert(sequence);
     }
 
     fn remember(&mut self, deleted: &[u64]) {

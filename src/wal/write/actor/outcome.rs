@@ -57,13 +57,14 @@ impl Actor {
                 let landed_void = sealed.landed_void;
                 self.pipeline.set_state(sequence, FlightState::Landed);
                 self.metrics.created_objects.increment(1);
-                if self.backlog.failing.take().is_some() {
-                    tracing::info!(key, "a create succeeded: the store is no longer failing");
-                    if !self.kept.records.is_empty() && self.kept.deadline.is_none() {
-                        self.kept.deadline = Some(Instant::now() + self.config.flush_interval);
-                    }
-                }
+                self.key_settled(&key);
                 if landed_void {
+                    // The batch's own create may still be on the wire (a
+                    // request that timed out is not called back) and would
+                    // land wherever the key is free: collection never frees
+                    // it while this process runs, so the batch never shows
+                    // (to a follower) at a key its void settled.
+                    self.collector.keep(sequence);
                     let definite = Error::NotDurable {
                         reason: format!(
                             "creating {key} failed and its void settled the key: nothing this \
@@ -138,6 +139,7 @@ impl Actor {
             "an older process's empty object settled the key: its batch is not logged"
         );
         sealed.filler = true;
+        self.collector.keep(sequence);
         let marks: Vec<_> = sealed
             .marks
             .iter()
@@ -154,11 +156,21 @@ impl Actor {
         };
         // Appends and barriers fail; release callers stay with the batch.
         self.fail_callers(sequence, &not_durable, None);
-        let release_waiters = self
+        // What waits now: release callers (if the batch was not answered
+        // before), and barriers that came after it was answered (a failing
+        // store answers a batch early), which wait for its key to be
+        // settled and nothing more: it is.
+        let (release_waiters, barriers): (Vec<_>, Vec<_>) = self
             .pipeline
             .get_mut(sequence)
             .map(|s| std::mem::take(&mut s.waiters))
-            .unwrap_or_default();
+            .unwrap_or_default()
+            .into_iter()
+            .partition(|w| matches!(w, super::Waiter::Release { .. }));
+        for barrier in barriers {
+            barrier.succeed(&self.metrics);
+        }
+        self.key_settled(&key);
         self.pipeline.set_state(sequence, FlightState::Landed);
         for mark in marks {
             let slot = self.marks.entry(mark.region).or_insert(mark.watermark);
@@ -166,6 +178,17 @@ impl Actor {
         }
         self.rehome_releases(releases, release_waiters);
         self.index_landed();
+    }
+
+    /// A key of ours is settled (our object landed, or a filler holds it):
+    /// a store that was failing is not any more.
+    fn key_settled(&mut self, key: &str) {
+        if self.backlog.failing.take().is_some() {
+            tracing::info!(key, "a key was settled: the store is no longer failing");
+            if !self.kept.records.is_empty() && self.kept.deadline.is_none() {
+                self.kept.deadline = Some(Instant::now() + self.config.flush_interval);
+            }
+        }
     }
 
     /// Release records whose batch cannot land, with their callers: sealed

@@ -85,6 +85,10 @@ impl Engine {
                         epoch: h.epoch,
                         link: h.link,
                         reclaim_boundary: h.reclaim_boundary,
+                        next_key: sequence.saturating_add(1),
+                        // Damaged: an older epoch's object at a newer
+                        // link's key can only be a filler (rfcs/0006).
+                        empty: !crate::wal::protocol::rules::is_settle_marker(&h),
                     },
                 );
             }
