@@ -19,7 +19,7 @@ use crate::wal::read::source::{SegmentPage, SegmentSource};
 use crate::wal::Entry;
 use crate::{EntryId, RegionId};
 
-use super::Engine;
+use super::{Cause, Engine};
 
 /// A backfill in progress: bulk replay over a snapshot of the catalog.
 pub(super) struct Backfill {
@@ -133,7 +133,13 @@ impl Engine {
             self.releases_may_be_missed();
             for segment in &object.segments {
                 if done.regions.contains(&segment.region) {
-                    self.hole(segment.region, sequence, segment.first_id, segment.last_id);
+                    self.hole(
+                        Cause::Collected,
+                        segment.region,
+                        sequence,
+                        segment.first_id,
+                        segment.last_id,
+                    );
                 }
             }
         }
