@@ -8,21 +8,27 @@
 //! memtable holds) and drops those the other node's durable flush marks
 //! cover. [`Takeover::finish`], called once the other node stopped
 //! appending to the region and flushed, catches up (polls at once until a
-//! poll misses: every object that landed is taken in), then does what
-//! [`Wal::import_region`] does with what it holds: raises this log's
-//! watermark of the region to the floor (above every id of the region the
-//! other log handed out) and appends the entries in order, in appends
-//! that each fit one object. So the switch reads the other prefix only
-//! for the objects that landed since the follower's last poll (no listing,
-//! no open, no read of what it holds), and keeps every guarantee of
-//! `import_region`: the same floor, the same crash windows, the same
-//! repeat after a failure.
+//! poll misses, then lists once: a key the other node's collection
+//! emptied is not the end of its log; every object that landed is taken
+//! in), refuses to copy around a hole ([`Error::Incomplete`], appending
+//! nothing), then does what [`Wal::import_region`] does with what it
+//! holds: raises this log's watermark of the region to the floor (above
+//! every id of the region the other log handed out) and appends the
+//! entries in order, in appends that each fit one object. So the switch
+//! reads the other prefix only for the objects that landed since the
+//! follower's last poll (one listing, no open, no read of what it holds),
+//! and keeps every guarantee of `import_region`: the same floor,
+//! `Incomplete` where anything is missing, the same crash windows, the
+//! same repeat after a failure.
 //!
 //! Invariants: what the takeover holds is, in id order, every entry of
 //! the region above `from` that the follower yielded and no flush mark or
 //! release of the other log covers; the floor is at or above every id of
 //! the region the follower passed (yielded, hidden, or skipped in a hole)
-//! and every id this log acknowledged for it.
+//! and every id this log acknowledged for it; `finish` appends only when
+//! no entry at or above `from` that the other node has not flushed lies in
+//! a hole the follower could not read (entries of objects the other
+//! node's collection deleted were flushed there: not missing).
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
