@@ -649,10 +649,28 @@ impl Engine {
         first: EntryId,
         last: EntryId,
     ) {
-        let Some(wanted) = self.regions.get(&region) else {
+        let Some(position) = self.regions.get(&region).map(|w| w.position) else {
             return;
         };
-        let first = first.max(wanted.position.saturating_add(1));
+        self.hole_above(cause, region, sequence, (first, last), position);
+    }
+
+    /// Records a hole of `region` (ids `first..=last` of the object of
+    /// `sequence`), above `above`: the region's position when the read
+    /// that skipped them began (a backfill ends after it queued what lies
+    /// above them).
+    fn hole_above(
+        &mut self,
+        cause: Cause,
+        region: RegionId,
+        sequence: u64,
+        (first, last): (EntryId, EntryId),
+        above: EntryId,
+    ) {
+        if !self.regions.contains_key(&region) {
+            return;
+        }
+        let first = first.max(above.saturating_add(1));
         if first > last {
             return;
         }
