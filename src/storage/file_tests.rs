@@ -376,3 +376,66 @@ fn unnamed_and_named_temporary_files_create_the_same_objects() {
         assert_eq!(used_unnamed, journaled_fs && !named);
     }
 }
+
+/// Issue 30 item 10(a): "already exists" racing the undo of a failed
+/// create of the same key. A create (thread a) links, its directory fsync
+/// fails, so it removes its entry again; a create of the same key with the
+/// same bytes in the same process (a hedge, or a repeat of a request that
+/// timed out while its thread went on, thread b) met a's entry (`EEXIST`)
+/// and, after a directory fsync of its own that succeeded, answered
+/// `AlreadyExists`: its caller reads back its own bytes and takes the
+/// object as landed, and then a's undo removes it (an acknowledged object
+/// gone). The hook holds a's fsync until b has met the key. Now creates of
+/// one key in one store take turns: b waits for a's create, undo included,
+/// and then creates the key afresh.
+#[test]
+fn an_exists_answer_never_races_the_undo_of_a_failed_create_of_the_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = FileStorage::open(dir.path()).unwrap();
+    s.inner.create("p/objects/0", b"dir").unwrap();
+    s.fail_next_dir_syncs(1);
+    let (b_met, met) = std::sync::mpsc::channel::<()>();
+    let b_met = std::sync::Mutex::new(b_met);
+    let met = std::sync::Mutex::new(met);
+    s.on_dir_sync(std::sync::Arc::new(move |_dir, event| {
+        let who = thread_name();
+        match (who.as_str(), event) {
+            // b met the key: its link answered EEXIST, or it waits its turn.
+            ("b", SyncEvent::Linked { .. } | SyncEvent::KeyBusy) => {
+                let _ = b_met.lock().unwrap().send(());
+            }
+            ("a", SyncEvent::Started { .. }) => {
+                met.lock()
+                    .unwrap()
+                    .recv_timeout(std::time::Duration::from_secs(30))
+                    .expect("b met the key within the deadline");
+            }
+            _ => {}
+        }
+    }));
+    let (a, b) = std::thread::scope(|scope| {
+        let a = std::thread::Builder::new()
+            .name("a".into())
+            .spawn_scoped(scope, || s.inner.create("p/objects/1", b"object"))
+            .unwrap();
+        // b starts once a's entry is there.
+        let path = dir.path().join("p/objects/1");
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while !path.exists() && !a.is_finished() {
+            assert!(std::time::Instant::now() < deadline, "a never linked");
+            std::thread::yield_now();
+        }
+        let b = std::thread::Builder::new()
+            .name("b".into())
+            .spawn_scoped(scope, || s.inner.create("p/objects/1", b"object"))
+            .unwrap();
+        (a.join().unwrap(), b.join().unwrap())
+    });
+    assert!(a.unwrap_err().is_transient());
+    let path = dir.path().join("p/objects/1");
+    match b {
+        Ok(_) => assert!(path.exists(), "b answered {b:?} for a key a's undo emptied"),
+        Err(e) => panic!("b: {e}"),
+    }
+    assert_eq!(fs::read(&path).unwrap(), b"object");
+}
