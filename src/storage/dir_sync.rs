@@ -63,6 +63,9 @@ pub(crate) enum SyncEvent {
     Started { through: u64 },
     /// That fsync finished.
     Finished { through: u64, ok: bool },
+    /// A create waits for another create of the same key in this store.
+    #[cfg(test)]
+    KeyBusy,
 }
 
 /// A test's observer of [`SyncEvent`]s (it may block to order threads).
@@ -94,7 +97,7 @@ impl DirSyncs {
         *lock(&self.hook) = Some(hook);
     }
 
-    fn event(&self, _dir: &Path, _event: SyncEvent) {
+    pub(crate) fn event(&self, _dir: &Path, _event: SyncEvent) {
         #[cfg(test)]
         {
             let hook = lock(&self.hook).clone();

@@ -83,6 +83,10 @@ struct Inner {
     unsynced: Mutex<HashSet<PathBuf>>,
     /// The shared directory fsyncs after links.
     dir_syncs: DirSyncs,
+    /// Keys a create of this store works on now, each with its turn: a
+    /// second create of a key waits until the first returned, its undo
+    /// included (issue 30 item 10).
+    creating: Mutex<std::collections::HashMap<PathBuf, Arc<Mutex<()>>>>,
     /// Per directory: whether creates there use an unnamed temporary file
     /// (`O_TMPFILE`); decided at the first create, and turned off for good
     /// when the kernel refuses one.
@@ -124,6 +128,7 @@ impl FileStorage {
                 unsynced: Mutex::new(HashSet::new()),
                 dir_syncs: DirSyncs::default(),
                 unnamed_temps: Mutex::new(std::collections::HashMap::new()),
+                creating: Mutex::new(std::collections::HashMap::new()),
                 #[cfg(any(test, feature = "testing"))]
                 fail_dir_syncs: std::sync::atomic::AtomicUsize::new(0),
                 #[cfg(any(test, feature = "testing"))]
@@ -242,8 +247,44 @@ impl Inner {
         Ok(())
     }
 
+    /// Creates `key` in its turn: creates of one key in this store run one
+    /// after the other. A create that linked and whose directory fsync
+    /// failed removes its entry again (visible is not durable); a create of
+    /// the same key that met that entry would answer "already exists", its
+    /// caller would read back the bytes (its own, for a hedge or the repeat
+    /// of a request that timed out while its thread went on) and take them
+    /// as landed, and the undo would then remove them. In turns, the second
+    /// create meets the key as the first left it. (Across processes the
+    /// race remains, and loses nothing acknowledged: only the writer whose
+    /// bytes they are acknowledges them, and its own create, undo included,
+    /// returns before its read-back; the other process at most takes the
+    /// key as another's, which a later listing corrects: rfcs/0006.)
     fn create(&self, key: &str, data: &[u8]) -> Result<Created, StorageError> {
         let path = self.path(key)?;
+        let turn = {
+            let mut creating = lock(&self.creating);
+            let turn = creating.entry(path.clone()).or_default();
+            #[cfg(test)]
+            if Arc::strong_count(turn) > 1 {
+                self.dir_syncs
+                    .event(&path, super::dir_sync::SyncEvent::KeyBusy);
+            }
+            Arc::clone(turn)
+        };
+        let result = {
+            let _mine = lock(&turn);
+            self.create_now(&path, key, data)
+        };
+        let mut creating = lock(&self.creating);
+        // The map's and ours: nobody else waits for the key.
+        if Arc::strong_count(&turn) == 2 {
+            creating.remove(&path);
+        }
+        result
+    }
+
+    fn create_now(&self, path: &Path, key: &str, data: &[u8]) -> Result<Created, StorageError> {
+        let path = path.to_path_buf();
         let err = |e| io_error(e, Some(key));
         let dir = path
             .parent()

@@ -386,65 +386,65 @@ fn unnamed_and_named_temporary_files_create_the_same_objects() {
     }
 }
 
-/// Issue 29 item 9: a create that meets an entry another create of this
-/// store linked (a hedge, a repeat of a request whose answer was lost, a
-/// void) answers "already exists" only after a directory fsync that started
-/// after that link: the entry it vouches for may not be durable yet, and a
-/// writer that reads it back as its own acknowledges it. The hook holds
-/// A's fsync until B has taken its ticket (or returned); no sleeps.
+/// Issue 30 item 10(a): "already exists" racing the undo of a failed
+/// create of the same key. A create (thread a) links, its directory fsync
+/// fails, so it removes its entry again; a create of the same key with the
+/// same bytes in the same process (a hedge, or a repeat of a request that
+/// timed out while its thread went on, thread b) met a's entry (`EEXIST`)
+/// and, after a directory fsync of its own that succeeded, answered
+/// `AlreadyExists`: its caller reads back its own bytes and takes the
+/// object as landed, and then a's undo removes it (an acknowledged object
+/// gone). The hook holds a's fsync until b has met the key. Now creates of
+/// one key in one store take turns: b waits for a's create, undo included,
+/// and then creates the key afresh.
 #[test]
-fn an_already_exists_answer_waits_for_a_directory_fsync_covering_the_entry() {
-    use std::sync::mpsc;
+fn an_exists_answer_never_races_the_undo_of_a_failed_create_of_the_key() {
     let dir = tempfile::tempdir().unwrap();
     let s = FileStorage::open(dir.path()).unwrap();
     s.inner.create("p/objects/0", b"dir").unwrap();
-    let log: Log = Default::default();
-    let (a_syncing_tx, a_syncing_rx) = mpsc::channel::<()>();
-    let (b_went_tx, b_went_rx) = mpsc::channel::<()>();
-    let b_returned_tx = b_went_tx.clone();
-    let (a_syncing_tx, b_went_tx, b_went_rx) = (
-        std::sync::Mutex::new(a_syncing_tx),
-        std::sync::Mutex::new(b_went_tx),
-        std::sync::Mutex::new(b_went_rx),
-    );
-    let seen = log.clone();
+    s.fail_next_dir_syncs(1);
+    let (b_met, met) = std::sync::mpsc::channel::<()>();
+    let b_met = std::sync::Mutex::new(b_met);
+    let met = std::sync::Mutex::new(met);
     s.on_dir_sync(std::sync::Arc::new(move |_dir, event| {
         let who = thread_name();
-        seen.lock().unwrap().push((who.clone(), event.clone()));
         match (who.as_str(), event) {
-            // A's fsync started: B goes; the fsync waits until B took its
-            // ticket (or, answering at once, returned).
-            ("a", SyncEvent::Started { .. }) => {
-                a_syncing_tx.lock().unwrap().send(()).unwrap();
-                b_went_rx.lock().unwrap().recv().unwrap();
+            // b met the key: its link answered EEXIST, or it waits its turn.
+            ("b", SyncEvent::Linked { .. } | SyncEvent::KeyBusy) => {
+                let _ = b_met.lock().unwrap().send(());
             }
-            ("b", SyncEvent::Linked { .. }) => {
-                let _ = b_went_tx.lock().unwrap().send(());
+            ("a", SyncEvent::Started { .. }) => {
+                met.lock()
+                    .unwrap()
+                    .recv_timeout(std::time::Duration::from_secs(30))
+                    .expect("b met the key within the deadline");
             }
             _ => {}
         }
     }));
-    std::thread::scope(|scope| {
-        let a = create_on_thread(scope, &s, &log, "a", "p/objects/1");
-        a_syncing_rx.recv().unwrap();
-        let b = create_on_thread(scope, &s, &log, "b", "p/objects/1");
-        let b = b.join().unwrap();
-        let _ = b_returned_tx.send(());
-        assert_eq!(a.join().unwrap().unwrap(), Created::New);
-        assert_eq!(b.unwrap(), Created::AlreadyExists);
+    let (a, b) = std::thread::scope(|scope| {
+        let a = std::thread::Builder::new()
+            .name("a".into())
+            .spawn_scoped(scope, || s.inner.create("p/objects/1", b"object"))
+            .unwrap();
+        // b starts once a's entry is there.
+        let path = dir.path().join("p/objects/1");
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while !path.exists() && !a.is_finished() {
+            assert!(std::time::Instant::now() < deadline, "a never linked");
+            std::thread::yield_now();
+        }
+        let b = std::thread::Builder::new()
+            .name("b".into())
+            .spawn_scoped(scope, || s.inner.create("p/objects/1", b"object"))
+            .unwrap();
+        (a.join().unwrap(), b.join().unwrap())
     });
-    let log = log.lock().unwrap().clone();
-    let a_linked = at(&log, |(w, e)| {
-        w == "a" && matches!(e, SyncEvent::Linked { .. })
-    });
-    let SyncEvent::Linked { ticket } = log[a_linked].1 else {
-        unreachable!()
-    };
-    // B returned after an fsync covering A's link had finished.
-    let covered = at(
-        &log,
-        |e| matches!(e.1, SyncEvent::Finished { through, ok: true } if through >= ticket && through != u64::MAX),
-    );
-    let b_returned = at(&log, |(w, _)| w == "b returned");
-    assert!(covered < b_returned, "{log:?}");
+    assert!(a.unwrap_err().is_transient());
+    let path = dir.path().join("p/objects/1");
+    match b {
+        Ok(_) => assert!(path.exists(), "b answered {b:?} for a key a's undo emptied"),
+        Err(e) => panic!("b: {e}"),
+    }
+    assert_eq!(fs::read(&path).unwrap(), b"object");
 }

@@ -8,7 +8,9 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use objwal::storage::fault::Op;
-use objwal::{Config, CorruptionPolicy, Entry, EntryId, Error, RegionId, Wal, WalReader};
+use objwal::{
+    Config, CorruptionPolicy, Entry, EntryId, Error, ObjectStorage, RegionId, Wal, WalReader,
+};
 
 use crate::common::*;
 
@@ -440,4 +442,62 @@ proptest::proptest! {
         let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
         runtime.block_on(within(run_history(steps, starts, concurrency, buffer)));
     }
+}
+
+/// Issue 30 item 10(b): a reader resumed below what the writer's
+/// collection deleted since the reader opened cannot read those entries
+/// (its catalog does not know the flush mark that let them go): its
+/// `read` and `replay` skip the collected object and say so with a hole,
+/// never in silence; a follower started from its catalog does too.
+/// Before, the reader's `read` and `replay` skipped it without a hole.
+#[tokio::test(start_paused = true)]
+async fn a_reader_resumed_below_what_collection_deleted_reports_a_hole() {
+    let storage = faulty_memory().storage();
+    let wal = open(&storage, test_config()).await;
+    let gone = wal.append(vec![(1, b("a0"))]).await.unwrap()[0];
+    wal.append(vec![(1, b("a1"))]).await.unwrap();
+    let reader = WalReader::open(storage.clone(), "t", test_config())
+        .await
+        .unwrap();
+    let key = format!("t/objects/{:020}.wal", objwal::format::sequence_of(gone));
+    // The writer's engine flushes a0; collection deletes its object.
+    wal.obsolete(1, gone).await.unwrap();
+    within(async {
+        loop {
+            wal.append(vec![(2, b("carrier"))]).await.unwrap();
+            let listed = storage.list("t/objects/").await.unwrap();
+            if !listed.iter().any(|m| m.key == key) {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+    })
+    .await;
+    let got = within(collect_entries(reader.read(1, 0))).await.unwrap();
+    assert_eq!(payloads(&got), ["a1"]);
+    let holes = reader.holes(1);
+    assert_eq!(holes.len(), 1, "{holes:?}");
+    assert_eq!(
+        (holes[0].key.as_str(), holes[0].first_id, holes[0].last_id),
+        (key.as_str(), gone, gone)
+    );
+    let got = within(collect_entries(reader.replay([(1, 0)])))
+        .await
+        .unwrap();
+    assert_eq!(payloads(&got), ["a1"]);
+    let mut follower = reader.follow([(1, 0)]);
+    wal.append(vec![(1, b("a2"))]).await.unwrap();
+    // Its backfill (a1) ends, and the follower goes on with what lands.
+    for want in ["a1", "a2"] {
+        let got = within(follower.next()).await.unwrap().unwrap();
+        assert_eq!(got.data, b(want));
+    }
+    let holes = follower.holes(1);
+    assert!(
+        holes
+            .iter()
+            .any(|h| h.key == key && h.first_id <= gone && h.last_id >= gone),
+        "{holes:?}"
+    );
+    wal.stop().await.unwrap();
 }

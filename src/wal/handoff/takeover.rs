@@ -8,23 +8,31 @@
 //! memtable holds) and drops those the other node's durable flush marks
 //! cover. [`Takeover::finish`], called once the other node stopped
 //! appending to the region and flushed, catches up (polls at once until a
-//! poll misses: every object that landed is taken in), then does what
-//! [`Wal::import_region`] does with what it holds: raises this log's
-//! watermark of the region to the floor (above every id of the region the
-//! other log handed out) and appends the entries in order, in appends
-//! that each fit one object. So the switch reads the other prefix only
-//! for the objects that landed since the follower's last poll (no listing,
-//! no open, no read of what it holds), and keeps every guarantee of
-//! `import_region`: the same floor, the same crash windows, the same
-//! repeat after a failure.
+//! poll misses, then lists once: a key the other node's collection
+//! emptied is not the end of its log; every object that landed is taken
+//! in), refuses to copy around a hole ([`Error::Incomplete`], appending
+//! nothing), then does what [`Wal::import_region`] does with what it
+//! holds: raises this log's watermark of the region to the floor (above
+//! every id of the region the other log handed out) and appends the
+//! entries in order, in appends that each fit one object. So the switch
+//! reads the other prefix only for the objects that landed since the
+//! follower's last poll (one listing, no open, no read of what it holds),
+//! and keeps every guarantee of `import_region`: the same floor,
+//! `Incomplete` where anything is missing, the same crash windows, the
+//! same repeat after a failure.
 //!
 //! Invariants: what the takeover holds is, in id order, every entry of
 //! the region above `from` that the follower yielded and no flush mark or
 //! release of the other log covers; the floor is at or above every id of
 //! the region the follower passed (yielded, hidden, or skipped in a hole)
-//! and every id this log acknowledged for it.
+//! and every id this log acknowledged for it; `finish` appends only when
+//! no entry at or above `from` that the other node has not flushed lies in
+//! a hole the follower could not read (entries of objects the other
+//! node's collection deleted were flushed there: not missing).
 
 use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 use tokio::sync::{oneshot, watch};
 
@@ -33,8 +41,8 @@ use crate::format::RELEASE_REGION;
 use crate::{EntryId, RegionId};
 
 use crate::wal::handoff::Chunk;
-use crate::wal::read::follow::{Event, Follower};
-use crate::wal::{Entry, Imported, Wal, WalReader};
+use crate::wal::read::follow::{Event, Follower, HoleBook};
+use crate::wal::{Entry, Hole, Imported, Wal, WalReader};
 
 /// Where a [`Takeover`] is.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -55,6 +63,9 @@ struct Held {
     entries: VecDeque<Entry>,
     /// Every id of the region the follower passed lies at or below this.
     reached: EntryId,
+    /// The highest id of the region the other node's flush marks or
+    /// release hide.
+    hidden: EntryId,
 }
 
 type FinishReply = oneshot::Sender<Result<Held, Error>>;
@@ -66,6 +77,13 @@ type FinishReply = oneshot::Sender<Result<Held, Error>>;
 pub struct Takeover {
     wal: Wal,
     region: RegionId,
+    /// The first id taken over.
+    from: EntryId,
+    /// The follower's holes, by cause.
+    book: HoleBook,
+    /// The highest id of the region the other node's flush marks or
+    /// release hide, as the follower's task last saw.
+    hidden: Arc<AtomicU64>,
     progress: watch::Receiver<TakeoverProgress>,
     finish: Option<oneshot::Sender<FinishReply>>,
     task: tokio::task::JoinHandle<()>,
@@ -111,15 +129,20 @@ impl Wal {
         }
         let start = from.saturating_sub(1);
         let follower = from_log.follow([(region, start)]);
+        let book = follower.hole_book();
+        let hidden = Arc::new(AtomicU64::new(0));
         let (progress_tx, progress) = watch::channel(TakeoverProgress {
             position: start,
             ..TakeoverProgress::default()
         });
         let (finish, asked) = oneshot::channel();
-        let task = tokio::spawn(hold(follower, region, progress_tx, asked));
+        let task = tokio::spawn(hold(follower, region, progress_tx, hidden.clone(), asked));
         Ok(Takeover {
             wal: self.clone(),
             region,
+            from: from.max(1),
+            book,
+            hidden,
             progress,
             finish: Some(finish),
             task,
@@ -138,6 +161,24 @@ impl Takeover {
         *self.progress.borrow()
     }
 
+    /// What the move misses so far: the region's entries at or above
+    /// `from` that the follower could not read (a segment still corrupted
+    /// after a second read, a damaged object, also one the reader's open
+    /// left out) and that the other node has not flushed. While there is
+    /// one, [`finish`](Self::finish) returns [`Error::Incomplete`] and
+    /// appends nothing: the other node releases the region after the
+    /// switch, so nothing may be copied around a hole. (Entries of objects
+    /// the other node's collection deleted before the follower read them
+    /// are not missing: they were flushed there.)
+    pub fn holes(&self) -> Vec<Hole> {
+        missing(
+            &self.book,
+            self.region,
+            self.from,
+            self.hidden.load(Ordering::Relaxed),
+        )
+    }
+
     /// The switch: call it once the other node stopped appending to the
     /// region and its `flush()` returned (or, if it is gone, once its
     /// prefix was opened by a new `Wal`, which fences it). Takes in every
@@ -152,7 +193,11 @@ impl Takeover {
     /// A failure of the follower (a storage error that does not pass, a
     /// damaged object under `DamagePolicy::Fail`) is returned here, and so
     /// is [`Error::RegionReleased`] when the other node released the region
-    /// (nothing is appended).
+    /// (nothing is appended). Where anything is missing (see
+    /// [`holes`](Self::holes)) it returns [`Error::Incomplete`] naming the
+    /// first hole, and appends nothing: as `import_region`, a move never
+    /// copies around a hole, because the other node releases the region
+    /// next.
     pub async fn finish(mut self) -> Result<Imported, Error> {
         let (reply, answer) = oneshot::channel();
         let gone = || Error::Stopped {
@@ -165,6 +210,22 @@ impl Takeover {
             .map_err(|_| gone())?;
         let held = answer.await.map_err(|_| gone())??;
         let (wal, region) = (&self.wal, self.region);
+        // The other node releases the region next: nothing may be copied
+        // around an entry the follower could not read (as
+        // `import_region`), and nothing is appended then.
+        if let Some(hole) = missing(&self.book, region, self.from, held.hidden)
+            .into_iter()
+            .next()
+        {
+            tracing::error!(region, key = %hole.key, first_id = hole.first_id,
+                last_id = hole.last_id, "a takeover misses entries it could not read: not moved");
+            return Err(Error::Incomplete {
+                region,
+                key: hole.key,
+                first_id: hole.first_id,
+                last_id: hole.last_id,
+            });
+        }
         let floor = held.reached.max(wal.latest_entry_id(region));
         let mut imported = wal.raise_floor(region, floor).await?;
         // The appends are sent at once, in order (an append's first poll
@@ -207,11 +268,22 @@ impl Takeover {
     }
 }
 
+/// The holes of `region` that a move from `from` may not go around:
+/// unreadable entries at or above `from` that the other node's flush marks
+/// (or release) through `hidden` do not cover.
+fn missing(book: &HoleBook, region: RegionId, from: EntryId, hidden: EntryId) -> Vec<Hole> {
+    book.unreadable(region)
+        .into_iter()
+        .filter(|h| h.last_id >= from && h.last_id > hidden)
+        .collect()
+}
+
 /// The takeover's task: follows, holds, and answers the switch.
 async fn hold(
     mut follower: Follower,
     region: RegionId,
     progress: watch::Sender<TakeoverProgress>,
+    hidden_seen: Arc<AtomicU64>,
     mut asked: oneshot::Receiver<FinishReply>,
 ) {
     let mut held: VecDeque<Entry> = VecDeque::new();
@@ -245,6 +317,7 @@ async fn hold(
                     let _ = reply.send(Ok(Held {
                         entries: std::mem::take(&mut held),
                         reached: follower.reached(region),
+                        hidden: follower.hidden_through(region),
                     }));
                     return;
                 }
@@ -257,6 +330,7 @@ async fn hold(
         }
         // What the other node flushed since is not imported.
         let hidden = follower.hidden_through(region);
+        hidden_seen.fetch_max(hidden, Ordering::Relaxed);
         while held.front().is_some_and(|e| e.id <= hidden) {
             if let Some(e) = held.pop_front() {
                 bytes -= e.data.len() as u64;

@@ -101,13 +101,17 @@ enum Look {
 pub(crate) async fn examine(
     storage: &Storage,
     key: &str,
-    size: u64,
+    listed_size: u64,
     sequence: u64,
     window: &TailWindow,
     retry: Option<&RetryPolicy>,
 ) -> Result<Option<Examined>, Error> {
     // Every look reads the same ranges: the same bytes fail the same way.
-    let window_len = size.min(window.len());
+    // The size is the listing's until damage is about to be confirmed,
+    // then the object's own (a listing can understate it: issue 30 item 9).
+    let mut size = listed_size;
+    let mut size_confirmed = false;
+    let mut window_len = size.min(window.len());
     let mut failures: Vec<String> = Vec::new();
     let mut last: Option<Error> = None;
     let mut repeats = Repeats::new(retry);
@@ -138,6 +142,34 @@ pub(crate) async fn examine(
             failures.push(failure);
             last = Some(error);
             continue;
+        }
+        if !size_confirmed {
+            // Two looks agree: before anything is called damaged, the
+            // object's size from the object itself (one suffix read).
+            let actual = match storage.read_suffix(key, 1).await {
+                Ok(suffix) => suffix.size,
+                Err(e) if e.is_not_found() => return Ok(None),
+                Err(e) => {
+                    repeats.after(key, Error::Storage { source: e }).await?;
+                    continue;
+                }
+            };
+            size_confirmed = true;
+            if actual != size {
+                tracing::warn!(
+                    key,
+                    listed = size,
+                    actual,
+                    "the listing gave a size the object does not have: looking again at its \
+                     own size"
+                );
+                size = actual;
+                window_len = size.min(window.len());
+                failures.clear();
+                last = None;
+                look = 0;
+                continue;
+            }
         }
         let (header, segments, records) = if misplaced {
             (None, None, None)

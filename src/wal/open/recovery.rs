@@ -112,23 +112,29 @@ pub(crate) async fn recover_with(
     prefix: &Prefix,
     config: &Config,
 ) -> Result<Recovered, Error> {
+    let mut last = String::new();
     for listing in 1..=LISTINGS {
         match recover_once(storage, prefix, config).await? {
             Pass::Done(recovered) => return Ok(*recovered),
-            Pass::Vanished(objects) => {
+            Pass::Vanished { listed, newest } => {
                 tracing::info!(
-                    objects,
+                    listed,
                     listing,
+                    newest,
                     "objects vanished while recovery read them (a writer collects): listing again"
                 );
+                last = newest;
             }
         }
     }
     Err(Error::Storage {
         source: crate::storage::StorageError::transient(format!(
             "every object listed under {prefix} vanished while recovery read it, \
-             {LISTINGS} listings in a row: another process deletes this prefix's objects"
-        )),
+             {LISTINGS} listings in a row (the last listing named {last}, which its read \
+             then found missing, and nothing usable below it was left): another process \
+             deletes this prefix's objects; repeat the open once it is quiet"
+        ))
+        .with_key(last),
     })
 }
 
@@ -139,8 +145,12 @@ const LISTINGS: usize = 5;
 /// What one listing gave.
 enum Pass {
     Done(Box<Recovered>),
-    /// Objects vanished after the listing: list again.
-    Vanished(usize),
+    /// Objects vanished after the listing: list again. `newest`: the key
+    /// of the newest one (listed, then not found by its read).
+    Vanished {
+        listed: usize,
+        newest: String,
+    },
 }
 
 async fn recover_once(storage: &Storage, prefix: &Prefix, config: &Config) -> Result<Pass, Error> {
@@ -229,7 +239,10 @@ async fn recover_once(storage: &Storage, prefix: &Prefix, config: &Config) -> Re
             .is_none_or(|s| *s < collected_below)
     {
         // Everything usable vanished: nothing to stand on.
-        return Ok(Pass::Vanished(present.len()));
+        return Ok(Pass::Vanished {
+            listed: present.len(),
+            newest: prefix.object_key(collected_below - 1),
+        });
     }
     let (mut catalog, selection, mut damage) =
         quarantine::assemble(&intact, &damaged, collected_below, |s| prefix.object_key(s))?;

@@ -67,6 +67,13 @@ pub(crate) trait SegmentSource: Send + Sync + 'static {
     /// Whether collection deleted the object of `sequence` (so a read that
     /// finds it missing skips it instead of failing).
     fn deleted(&self, sequence: u64) -> BoxFuture<'static, Result<bool, Error>>;
+
+    /// A read skipped `hole`, a segment of an object collection deleted
+    /// under it. A source whose reads know the flush mark that let it go
+    /// (the writer's own) has nothing to say; a reader's snapshot does not
+    /// know it, and records the hole so that nothing is skipped in
+    /// silence.
+    fn skipped_collected(&self, _hole: Hole) {}
 }
 
 /// The holes reads have found, shared by every handle of one store.
@@ -183,6 +190,13 @@ pub(crate) async fn fetch_segment(
                     }
                     Err(e) if e.is_not_found() && source.deleted(segment.sequence).await? => {
                         tracing::debug!(key, "skipping an object collected under the read");
+                        source.skipped_collected(Hole {
+                            region,
+                            key: key.clone(),
+                            sequence: segment.sequence,
+                            first_id: index.first_id,
+                            last_id: index.last_id,
+                        });
                         return Ok(None);
                     }
                     Err(e) => return Err(e.into()),
@@ -232,6 +246,9 @@ pub(crate) struct ReaderSource {
     pub(crate) prefix: crate::storage::keys::Prefix,
     /// Below this, the writer collected (learned from its newest objects).
     pub(crate) collected_below: Arc<std::sync::atomic::AtomicU64>,
+    /// The segments its reads skipped because their objects were
+    /// collected.
+    pub(crate) collected: Arc<Holes>,
 }
 
 /// The newest objects whose tails a reader reads to learn the boundary of
@@ -265,6 +282,20 @@ impl ReaderSource {
 }
 
 impl SegmentSource for ReaderSource {
+    fn skipped_collected(&self, hole: Hole) {
+        let (region, key, first, last) =
+            (hole.region, hole.key.clone(), hole.first_id, hole.last_id);
+        if self.collected.record(hole) {
+            tracing::warn!(
+                region,
+                key,
+                first,
+                last,
+                "a reader skipped entries its writer collected after the reader opened: a hole"
+            );
+        }
+    }
+
     fn deleted(&self, sequence: u64) -> BoxFuture<'static, Result<bool, Error>> {
         use std::sync::atomic::Ordering;
         let known = self.collected_below.clone();

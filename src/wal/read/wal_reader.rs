@@ -39,6 +39,9 @@ pub struct WalReader {
     pub(crate) follow: follow::Settings,
     /// Below this the prefix's writer collected (learned by its reads).
     collected_below: Arc<std::sync::atomic::AtomicU64>,
+    /// Segments its reads skipped because the writer collected their
+    /// objects after the open (issue 30 item 10).
+    collected: Arc<Holes>,
 }
 
 impl std::fmt::Debug for WalReader {
@@ -137,6 +140,7 @@ impl WalReader {
         let collected_below = recovered.selection.tip.map_or(0, |t| t.reclaim_boundary);
         Ok(WalReader {
             collected_below: Arc::new(collected_below.into()),
+            collected: Arc::new(Holes::default()),
             catalog: Arc::new(recovered.catalog),
             orphans: Arc::new(recovered.selection.orphans),
             damage: Arc::new(recovered.damage),
@@ -179,6 +183,7 @@ impl WalReader {
             storage: self.read.storage.clone(),
             prefix: self.read.prefix.clone(),
             collected_below: self.collected_below.clone(),
+            collected: self.collected.clone(),
         })
     }
 
@@ -208,9 +213,22 @@ impl WalReader {
     }
 
     /// What `region` misses: the entries of damaged objects recovery left
-    /// out of replay, and the corrupted segments the reads of this reader
-    /// skipped.
+    /// out of replay, the corrupted segments the reads of this reader
+    /// skipped, and the segments of objects the writer's collection
+    /// deleted after this reader opened, which its reads could no longer
+    /// read (the writer's engine had flushed them; this reader's catalog
+    /// does not know its flush mark, so a read from below says what it
+    /// skipped).
     pub fn holes(&self, region: RegionId) -> Vec<Hole> {
+        let mut holes = self.unreadable_holes(region);
+        holes.extend(self.collected.of(region));
+        holes
+    }
+
+    /// The holes of `region` whose entries could not be read (damaged
+    /// objects, corrupted segments): what a move may not go around.
+    /// Collected segments are not among them: they were flushed.
+    pub(crate) fn unreadable_holes(&self, region: RegionId) -> Vec<Hole> {
         let mut holes = self.damage.holes(region);
         holes.extend(self.read.holes.of(region));
         holes

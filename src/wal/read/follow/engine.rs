@@ -51,7 +51,7 @@ use crate::storage::{ObjectStorage, Storage};
 use crate::wal::open::damage::Damage;
 use crate::wal::open::tail::{RecoveredObject, TailWindow};
 use crate::wal::protocol::rules;
-use crate::wal::read::source::{ReadContext, Task};
+use crate::wal::read::source::{Holes, ReadContext, Task};
 use crate::wal::{Entry, Hole};
 use crate::{EntryId, RegionId};
 
@@ -171,6 +171,9 @@ pub(crate) struct Engine {
     ctx: ReadContext,
     settings: Settings,
     damage: Arc<Damage>,
+    /// The holes of objects collected before the follower read them (the
+    /// others go to `ctx.holes`).
+    collected: Arc<Holes>,
     metrics: FollowMetrics,
     window: Arc<TailWindow>,
     catalog: Catalog,
@@ -210,6 +213,7 @@ pub(crate) struct Start {
     pub(crate) ctx: ReadContext,
     pub(crate) settings: Settings,
     pub(crate) damage: Arc<Damage>,
+    pub(crate) collected: Arc<Holes>,
     pub(crate) metrics: FollowMetrics,
     pub(crate) catalog: Catalog,
     pub(crate) regions: Vec<(RegionId, EntryId, u64)>,
@@ -250,6 +254,7 @@ impl Engine {
             ctx: start.ctx,
             settings: start.settings,
             damage: start.damage,
+            collected: start.collected,
             metrics: start.metrics,
             window: Arc::new(TailWindow::default()),
             catalog: start.catalog,
@@ -473,6 +478,10 @@ impl Engine {
                     self.listing_step(now).await;
                 }
             }
+            // A key that holds nothing is the end of the log for a
+            // catch-up only if nothing above it is listed: the writer's
+            // collection may have emptied it (issue 30 item 1).
+            Ok(Polled::Missing) if self.catch_up.is_some() => self.confirm_end(now).await,
             Ok(Polled::Missing) => self.idle().await,
             Ok(Polled::Damaged(damaged)) => {
                 let continues = damaged.header.is_some_and(|h| rules::continues(&h, at));
@@ -506,6 +515,20 @@ impl Engine {
                 }
                 self.idle().await;
             }
+            Err(error) => self.failed(error).await,
+        }
+    }
+
+    /// A catch-up's poll of the next key missed: a key the writer created
+    /// and its collection deleted looks like one where nothing landed yet,
+    /// so the catch-up ends only once a listing finds nothing beyond the
+    /// place. If the chain goes on (past collected keys: holes of what
+    /// they held, all obsolete for the writer), it is taken in and the
+    /// catch-up polls on.
+    async fn confirm_end(&mut self, now: Instant) {
+        match self.resolve().await {
+            Ok(true) => self.schedule.landed(now),
+            Ok(false) => self.idle().await,
             Err(error) => self.failed(error).await,
         }
     }
@@ -615,12 +638,39 @@ impl Engine {
     }
 
     /// Records a hole of `region` (ids `first..=last` of the object of
-    /// `sequence`), above its position.
-    fn hole(&mut self, region: RegionId, sequence: u64, first: EntryId, last: EntryId) {
-        let Some(wanted) = self.regions.get(&region) else {
+    /// `sequence`), above its position: of what the writer's collection
+    /// deleted before the follower read it (`Cause::Collected`), or of
+    /// what could not be read.
+    fn hole(
+        &mut self,
+        cause: Cause,
+        region: RegionId,
+        sequence: u64,
+        first: EntryId,
+        last: EntryId,
+    ) {
+        let Some(position) = self.regions.get(&region).map(|w| w.position) else {
             return;
         };
-        let first = first.max(wanted.position.saturating_add(1));
+        self.hole_above(cause, region, sequence, (first, last), position);
+    }
+
+    /// Records a hole of `region` (ids `first..=last` of the object of
+    /// `sequence`), above `above`: the region's position when the read
+    /// that skipped them began (a backfill ends after it queued what lies
+    /// above them).
+    fn hole_above(
+        &mut self,
+        cause: Cause,
+        region: RegionId,
+        sequence: u64,
+        (first, last): (EntryId, EntryId),
+        above: EntryId,
+    ) {
+        if !self.regions.contains_key(&region) {
+            return;
+        }
+        let first = first.max(above.saturating_add(1));
         if first > last {
             return;
         }
@@ -631,7 +681,11 @@ impl Engine {
             first_id: first,
             last_id: last,
         };
-        if self.ctx.holes.record(hole) {
+        let book = match cause {
+            Cause::Collected => &self.collected,
+            Cause::Unreadable => &self.ctx.holes,
+        };
+        if book.record(hole) {
             tracing::warn!(prefix = %self.prefix, region, sequence, first, last,
                 "a followed region misses entries (a hole)");
         }
@@ -652,6 +706,16 @@ impl Engine {
             });
         }
     }
+}
+
+/// Why a followed region misses entries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Cause {
+    /// The writer's collection deleted them before the follower read
+    /// them: they were obsolete for its engine.
+    Collected,
+    /// They could not be read (a corrupted segment, a damaged object).
+    Unreadable,
 }
 
 /// The summary chain selection needs of an indexed object.

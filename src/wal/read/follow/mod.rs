@@ -54,6 +54,37 @@ pub(crate) enum Event {
     CaughtUp(u64),
 }
 
+/// The holes a follower records, by cause: entries it could not read
+/// (a segment still corrupted after a second read, a damaged object, and
+/// the damaged objects its reader's open left out) and entries of objects
+/// the writer's collection deleted before the follower read them (their
+/// entries were obsolete for the writer's engine: its flush marks, or a
+/// release, covered them, rfcs/0005). A move by following may not go
+/// around the first kind; the second holds nothing the other node still
+/// needed (rfcs/0009, decision 6).
+#[derive(Debug, Clone)]
+pub(crate) struct HoleBook {
+    damage: Arc<Damage>,
+    unread: Arc<Holes>,
+    collected: Arc<Holes>,
+}
+
+impl HoleBook {
+    /// Every hole of `region`.
+    fn all(&self, region: RegionId) -> Vec<Hole> {
+        let mut holes = self.unreadable(region);
+        holes.extend(self.collected.of(region));
+        holes
+    }
+
+    /// The holes of `region` whose entries could not be read.
+    pub(crate) fn unreadable(&self, region: RegionId) -> Vec<Hole> {
+        let mut holes = self.damage.holes(region);
+        holes.extend(self.unread.of(region));
+        holes
+    }
+}
+
 /// The new entries of chosen regions of a prefix, as their objects land:
 /// a `Stream` of `Result<Entry, Error>`, from [`WalReader::follow`].
 ///
@@ -108,8 +139,7 @@ pub struct Follower {
     hidden: BTreeMap<RegionId, EntryId>,
     next_generation: u64,
     next_token: u64,
-    holes: Arc<Holes>,
-    damage: Arc<Damage>,
+    holes: HoleBook,
     done: bool,
 }
 
@@ -146,10 +176,14 @@ impl WalReader {
             inner: self.read.storage.clone(),
             metrics: metrics.clone(),
         });
-        let holes = Arc::new(Holes::default());
+        let holes = HoleBook {
+            damage: self.damage.clone(),
+            unread: Arc::new(Holes::default()),
+            collected: Arc::new(Holes::default()),
+        };
         let ctx = ReadContext {
             storage: storage.clone(),
-            holes: holes.clone(),
+            holes: holes.unread.clone(),
             ..self.read.clone()
         };
         let (control, receiver) = flume::unbounded();
@@ -160,6 +194,7 @@ impl WalReader {
             ctx,
             settings: self.follow.clone(),
             damage: self.damage.clone(),
+            collected: holes.collected.clone(),
             metrics,
             catalog: self.catalog.as_ref().clone(),
             regions: starts.iter().map(|(&r, &from)| (r, from, 0)).collect(),
@@ -175,7 +210,6 @@ impl WalReader {
             next_generation: 1,
             next_token: 1,
             holes,
-            damage: self.damage.clone(),
             done: false,
         }
     }
@@ -223,9 +257,13 @@ impl Follower {
     /// collected before the follower read them, damaged objects (also
     /// those its reader's open left out of replay).
     pub fn holes(&self, region: RegionId) -> Vec<Hole> {
-        let mut holes = self.damage.holes(region);
-        holes.extend(self.holes.of(region));
-        holes
+        self.holes.all(region)
+    }
+
+    /// The follower's holes, by cause, shared: they stay readable after
+    /// the follower moved into a task.
+    pub(crate) fn hole_book(&self) -> HoleBook {
+        self.holes.clone()
     }
 
     /// Asks the follower to take in, without waiting for a poll interval,

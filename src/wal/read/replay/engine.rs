@@ -390,6 +390,15 @@ async fn fetch(
     let mut out = Vec::with_capacity(planned.segments.len());
     for (segment, index, first) in planned.segments {
         let mut entries = VecDeque::new();
+        if let (None, Some(&(region, _))) = (&bytes, wanted.get(index)) {
+            source.skipped_collected(crate::wal::Hole {
+                region,
+                key: key.clone(),
+                sequence: planned.sequence,
+                first_id: segment.first_id,
+                last_id: segment.last_id,
+            });
+        }
         if let (Some(bytes), Some(&(region, _))) = (&bytes, wanted.get(index)) {
             let start = usize::try_from(segment.offset - planned.range.start).unwrap_or(usize::MAX);
             let end = start.saturating_add(usize::try_from(segment.len).unwrap_or(usize::MAX));

@@ -19,12 +19,14 @@ use crate::wal::read::source::{SegmentPage, SegmentSource};
 use crate::wal::Entry;
 use crate::{EntryId, RegionId};
 
-use super::Engine;
+use super::{Cause, Engine};
 
 /// A backfill in progress: bulk replay over a snapshot of the catalog.
 pub(super) struct Backfill {
     stream: Pin<Box<dyn Stream<Item = Result<Entry, Error>> + Send>>,
     pub(super) regions: Vec<RegionId>,
+    /// Each region's position when the backfill began.
+    starts: Arc<[(RegionId, EntryId)]>,
     snapshot: Arc<Catalog>,
     collected: Arc<Mutex<BTreeSet<u64>>>,
 }
@@ -86,10 +88,11 @@ impl Engine {
             catalog: snapshot.clone(),
             collected: collected.clone(),
         });
-        let stream = replay::stream(source, self.ctx.clone(), wanted, &self.damage);
+        let stream = replay::stream(source, self.ctx.clone(), wanted.clone(), &self.damage);
         self.backfill = Some(Backfill {
             stream: Box::pin(stream),
             regions,
+            starts: wanted,
             snapshot,
             collected,
         });
@@ -132,8 +135,18 @@ impl Engine {
             self.metrics.missed_objects.increment(1);
             self.releases_may_be_missed();
             for segment in &object.segments {
-                if done.regions.contains(&segment.region) {
-                    self.hole(segment.region, sequence, segment.first_id, segment.last_id);
+                // Above where the region stood when the backfill began
+                // (it has queued what lies above the hole since).
+                let start = done.starts.iter().find(|(r, _)| *r == segment.region);
+                if let Some(&(region, from)) = start {
+                    let ids = (segment.first_id, segment.last_id);
+                    self.hole_above(
+                        Cause::Collected,
+                        region,
+                        sequence,
+                        ids,
+                        from.saturating_sub(1),
+                    );
                 }
             }
         }

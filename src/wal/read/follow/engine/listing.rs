@@ -21,7 +21,7 @@ use crate::wal::open::quarantine::{examine, Damaged, Examined};
 use crate::wal::protocol::rules;
 use crate::RegionId;
 
-use super::{Engine, OTHERS_KEPT};
+use super::{Cause, Engine, OTHERS_KEPT};
 
 impl Engine {
     /// Lists the prefix and takes in the chain of the best tip from where
@@ -193,7 +193,13 @@ impl Engine {
         let regions: Vec<RegionId> = self.regions.keys().copied().collect();
         let last = format::entry_id(first, 0).saturating_sub(1);
         for region in regions {
-            self.hole(region, missing, format::entry_id(missing, 1), last);
+            self.hole(
+                Cause::Collected,
+                region,
+                missing,
+                format::entry_id(missing, 1),
+                last,
+            );
         }
     }
 

@@ -18,7 +18,7 @@ use std::sync::Arc;
 use futures::future::BoxFuture;
 
 use super::super::poll::{poll, Landed};
-use super::{summary_of, Engine, PATH_LEN};
+use super::{summary_of, Cause, Engine, PATH_LEN};
 
 /// The source of a tail step's segment reads: a missing object is an
 /// error, which the step turns into a hole (it knows the region).
@@ -110,7 +110,7 @@ impl Engine {
         };
         for (region, first, last) in regions {
             if self.regions.contains_key(&region) {
-                self.hole(region, sequence, first, last);
+                self.hole(Cause::Unreadable, region, sequence, first, last);
             }
         }
         let placeholder = IndexedObject {
@@ -196,7 +196,13 @@ impl Engine {
                         "an object was collected before the follower read it: a hole");
                     self.metrics.missed_objects.increment(1);
                     let index = segment.index;
-                    self.hole(region, sequence, index.first_id, index.last_id);
+                    self.hole(
+                        Cause::Collected,
+                        region,
+                        sequence,
+                        index.first_id,
+                        index.last_id,
+                    );
                 }
                 Err(error) => {
                     self.fail(error);
