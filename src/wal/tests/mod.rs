@@ -15,6 +15,7 @@ use crate::storage::fault::FaultyStorage;
 use crate::storage::{Created, MemoryStorage, ObjectMeta, ObjectStorage, StorageError};
 use crate::{Config, Entry, EntryId, Error, RegionId, Storage, Wal};
 
+mod attack;
 mod collect;
 mod features4;
 mod fencing;
