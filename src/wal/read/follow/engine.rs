@@ -51,18 +51,20 @@ use crate::storage::{ObjectStorage, Storage};
 use crate::wal::open::damage::Damage;
 use crate::wal::open::tail::{RecoveredObject, TailWindow};
 use crate::wal::protocol::rules;
-use crate::wal::read::source::{Holes, ReadContext, Task};
+use crate::wal::read::source::{Holes, ReadContext};
 use crate::wal::{Entry, Hole};
 use crate::{EntryId, RegionId};
 
 use super::poll::{poll, Polled};
 use super::schedule::{Listings, Schedule};
 
+mod ahead;
 mod backfill;
 mod listing;
 mod objects;
 mod released;
 
+use ahead::ReadAhead;
 use backfill::Backfill;
 
 /// Chain objects whose summaries the follower keeps: a listing's chain
@@ -185,9 +187,10 @@ pub(crate) struct Engine {
     backfill: Option<Backfill>,
     /// Regions to backfill once the running backfill ends.
     queued: BTreeSet<RegionId>,
-    /// The poll of the key after the place, started when the place was
-    /// taken in.
-    ahead: Option<(u64, Task<Result<Polled, Error>>)>,
+    /// The polls of the keys after the place, started before they are
+    /// needed: one when the place was taken in, more while the follower
+    /// is behind (`ahead.rs`).
+    ahead: ReadAhead,
     /// No poll of the next key can tell where the log goes on: list (on
     /// [`Listings`]' schedule) until a listing moves the place.
     blocked: Option<Blocked>,
@@ -248,6 +251,11 @@ impl Engine {
             start.settings.max_interval,
             Instant::now(),
         );
+        let ahead = ReadAhead::new(
+            start.ctx.concurrency,
+            start.ctx.buffer_bytes,
+            super::poll::POLL_WINDOW,
+        );
         Engine {
             storage: start.storage,
             prefix: start.prefix,
@@ -265,7 +273,7 @@ impl Engine {
             schedule,
             backfill: None,
             queued,
-            ahead: None,
+            ahead,
             blocked: None,
             filler: None,
             catch_up: None,
@@ -355,7 +363,7 @@ impl Engine {
             Control::CatchUp(token) => {
                 // A poll started before the question may have missed an
                 // object that landed since.
-                self.ahead = None;
+                self.ahead.clear();
                 self.catch_up = Some(token);
             }
         }
@@ -452,15 +460,21 @@ impl Engine {
         if self.catch_up.is_none() && self.schedule.check_due(now) {
             return self.listing_step(now).await;
         }
-        let polled = match self.ahead.take() {
-            Some((key, task)) if key == next => task.await.and_then(|polled| polled),
-            _ => poll(&self.storage, &self.prefix, next, &self.window).await,
+        let (polled, early) = match self.ahead.take(next) {
+            Some(task) => (task.await.and_then(|polled| polled), true),
+            None => (
+                poll(&self.storage, &self.prefix, next, &self.window).await,
+                false,
+            ),
         };
         match polled {
             Ok(Polled::Landed(landed)) => {
                 let header = landed.object.tail.header();
                 let found = rules::at_key(header, landed.object.is_empty(), at);
                 if found == rules::AtKey::Continues {
+                    if early {
+                        self.ahead.behind();
+                    }
                     self.schedule.landed(now);
                     self.take_in_landed(*landed).await;
                 } else if found == rules::AtKey::Filler {
@@ -468,6 +482,7 @@ impl Engine {
                     tracing::debug!(prefix = %self.prefix, key = next, "stepping over a filler");
                     self.filler = Some(next);
                     self.schedule.landed(now);
+                    self.read_ahead(next.saturating_add(1));
                 } else {
                     // A newer process walked the run (its settle marker),
                     // or another process's object: list.
@@ -481,8 +496,14 @@ impl Engine {
             // A key that holds nothing is the end of the log for a
             // catch-up only if nothing above it is listed: the writer's
             // collection may have emptied it (issue 30 item 1).
-            Ok(Polled::Missing) if self.catch_up.is_some() => self.confirm_end(now).await,
-            Ok(Polled::Missing) => self.idle().await,
+            Ok(Polled::Missing) if self.catch_up.is_some() => {
+                self.ahead.caught_up();
+                self.confirm_end(now).await;
+            }
+            Ok(Polled::Missing) => {
+                self.ahead.caught_up();
+                self.idle().await;
+            }
             Ok(Polled::Damaged(damaged)) => {
                 let continues = damaged.header.is_some_and(|h| rules::continues(&h, at));
                 if self.settings.damage_policy == DamagePolicy::Fail {

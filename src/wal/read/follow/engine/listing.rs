@@ -178,7 +178,7 @@ impl Engine {
         }
         self.catalog = kept;
         self.path.retain(|s, _| *s <= fork);
-        self.ahead = None;
+        self.ahead.clear();
         self.filler = None;
     }
 

@@ -68,17 +68,21 @@ impl Engine {
     /// them) and queues their entries.
     pub(super) async fn take_in_landed(&mut self, landed: Landed) {
         let indexed = landed.object.indexed();
-        let next = rules::next_key(indexed.sequence, indexed.jump());
-        if next <= format::MAX_SEQUENCE {
-            let (storage, prefix, window) = (
-                self.storage.clone(),
-                self.prefix.clone(),
-                self.window.clone(),
-            );
-            let task = Task::spawn(async move { poll(&storage, &prefix, next, &window).await });
-            self.ahead = Some((next, task));
-        }
+        self.read_ahead(rules::next_key(indexed.sequence, indexed.jump()));
         self.take_in(indexed, Some(&landed)).await;
+    }
+
+    /// Starts the polls of `next` (the key after the place) and of the
+    /// keys after it that the read-ahead's depth asks for.
+    pub(super) fn read_ahead(&mut self, next: u64) {
+        if next > format::MAX_SEQUENCE {
+            return;
+        }
+        let (storage, prefix, window) = (&self.storage, &self.prefix, &self.window);
+        self.ahead.top_up(next, format::MAX_SEQUENCE, |key| {
+            let (storage, prefix, window) = (storage.clone(), prefix.clone(), window.clone());
+            Task::spawn(async move { poll(&storage, &prefix, key, &window).await })
+        });
     }
 
     /// Takes in a damaged object that continues the chain (under
