@@ -55,6 +55,7 @@ use crate::wal::read::source::{Holes, ReadContext};
 use crate::wal::{Entry, Hole};
 use crate::{EntryId, RegionId};
 
+use super::lag::LagBook;
 use super::poll::{poll, Polled};
 use super::schedule::{Listings, Schedule};
 
@@ -108,6 +109,9 @@ pub(crate) enum Item {
     /// Every object that had landed when catch-up `token` was asked for
     /// is taken in.
     CaughtUp(u64),
+    /// The entries of the objects through this key are all handed out
+    /// (the lag's measure).
+    Through(u64),
     /// The follower cannot go on: its last item.
     Failed(Error),
 }
@@ -177,6 +181,7 @@ pub(crate) struct Engine {
     /// others go to `ctx.holes`).
     collected: Arc<Holes>,
     metrics: FollowMetrics,
+    lag: Arc<LagBook>,
     window: Arc<TailWindow>,
     catalog: Catalog,
     path: BTreeMap<u64, ObjectSummary>,
@@ -218,6 +223,7 @@ pub(crate) struct Start {
     pub(crate) damage: Arc<Damage>,
     pub(crate) collected: Arc<Holes>,
     pub(crate) metrics: FollowMetrics,
+    pub(crate) lag: Arc<LagBook>,
     pub(crate) catalog: Catalog,
     pub(crate) regions: Vec<(RegionId, EntryId, u64)>,
     pub(crate) control: flume::Receiver<Control>,
@@ -251,6 +257,9 @@ impl Engine {
             start.settings.max_interval,
             Instant::now(),
         );
+        if let Some(tip) = start.catalog.tip() {
+            start.lag.yielded_through(tip.sequence);
+        }
         let ahead = ReadAhead::new(
             start.ctx.concurrency,
             start.ctx.buffer_bytes,
@@ -264,6 +273,7 @@ impl Engine {
             damage: start.damage,
             collected: start.collected,
             metrics: start.metrics,
+            lag: start.lag,
             window: Arc::new(TailWindow::default()),
             catalog: start.catalog,
             path,
@@ -307,6 +317,7 @@ impl Engine {
             return;
         }
         self.step_failed = false;
+        let reached = self.reached();
         if self.backfill.is_none() && !self.queued.is_empty() {
             self.start_backfill();
         }
@@ -320,6 +331,20 @@ impl Engine {
         if !self.step_failed {
             self.failing_since = None;
         }
+        // After the step's entries: they are handed out when it is.
+        let now_reached = self.reached();
+        if now_reached != reached {
+            if let Some(key) = now_reached {
+                self.out.push_back(Item::Through(key));
+            }
+        }
+        self.lag.publish();
+    }
+
+    /// The last key of the run the follower took in: the place, or a
+    /// filler after it.
+    fn reached(&self) -> Option<u64> {
+        self.filler.or(self.place().map(|p| p.sequence))
     }
 
     fn drain_control(&mut self) {
@@ -469,6 +494,7 @@ impl Engine {
         };
         match polled {
             Ok(Polled::Landed(landed)) => {
+                self.lag.saw(next);
                 let header = landed.object.tail.header();
                 let found = rules::at_key(header, landed.object.is_empty(), at);
                 if found == rules::AtKey::Continues {

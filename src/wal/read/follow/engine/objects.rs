@@ -17,7 +17,7 @@ use std::sync::Arc;
 
 use futures::future::BoxFuture;
 
-use super::super::poll::{poll, Landed};
+use super::super::poll::{poll, Landed, Polled};
 use super::{summary_of, Cause, Engine, PATH_LEN};
 
 /// The source of a tail step's segment reads: a missing object is an
@@ -78,10 +78,18 @@ impl Engine {
         if next > format::MAX_SEQUENCE {
             return;
         }
-        let (storage, prefix, window) = (&self.storage, &self.prefix, &self.window);
+        let (storage, prefix, window, lag) = (&self.storage, &self.prefix, &self.window, &self.lag);
         self.ahead.top_up(next, format::MAX_SEQUENCE, |key| {
             let (storage, prefix, window) = (storage.clone(), prefix.clone(), window.clone());
-            Task::spawn(async move { poll(&storage, &prefix, key, &window).await })
+            let lag = lag.clone();
+            Task::spawn(async move {
+                let polled = poll(&storage, &prefix, key, &window).await;
+                if let Ok(Polled::Landed(_)) = &polled {
+                    // Seen now, taken in when the follower gets there.
+                    lag.saw(key);
+                }
+                polled
+            })
         });
     }
 
