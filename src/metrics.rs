@@ -79,6 +79,12 @@ pub const FOLLOW_OBJECTS_TOTAL: &str = "objwal_follow_objects_total";
 /// Objects of the chain a follower found deleted (collected) before it read
 /// what it needed of them: holes of the regions it follows.
 pub const FOLLOW_MISSED_OBJECTS_TOTAL: &str = "objwal_follow_missed_objects_total";
+/// Objects of the chain a follower saw landed and has not yielded yet
+/// (`Follower::lag`).
+pub const FOLLOW_LAG_OBJECTS: &str = "objwal_follow_lag_objects";
+/// How long ago the oldest object a follower saw landed and has not yielded
+/// was first seen, in seconds (`Follower::lag`).
+pub const FOLLOW_LAG_SECONDS: &str = "objwal_follow_lag_seconds";
 
 /// Describes every metric to the installed recorder (units and help).
 ///
@@ -165,6 +171,15 @@ pub fn describe() {
         FOLLOW_MISSED_OBJECTS_TOTAL,
         "chain objects collected before a follower read them"
     );
+    describe_gauge!(
+        FOLLOW_LAG_OBJECTS,
+        "chain objects a follower saw landed and has not yielded"
+    );
+    describe_gauge!(
+        FOLLOW_LAG_SECONDS,
+        Unit::Seconds,
+        "age of the oldest object a follower saw landed and has not yielded"
+    );
 }
 
 /// Calls [`describe`] the first time in this process.
@@ -246,6 +261,8 @@ pub(crate) struct FollowMetrics {
     pub(crate) lists: metrics::Counter,
     pub(crate) objects: metrics::Counter,
     pub(crate) missed_objects: metrics::Counter,
+    pub(crate) lag_objects: metrics::Gauge,
+    pub(crate) lag_seconds: metrics::Gauge,
 }
 
 impl FollowMetrics {
@@ -259,7 +276,9 @@ impl FollowMetrics {
             reads: metrics::counter!(FOLLOW_READS_TOTAL, "prefix" => p.clone()),
             lists: metrics::counter!(FOLLOW_LISTS_TOTAL, "prefix" => p.clone()),
             objects: metrics::counter!(FOLLOW_OBJECTS_TOTAL, "prefix" => p.clone()),
-            missed_objects: metrics::counter!(FOLLOW_MISSED_OBJECTS_TOTAL, "prefix" => p),
+            missed_objects: metrics::counter!(FOLLOW_MISSED_OBJECTS_TOTAL, "prefix" => p.clone()),
+            lag_objects: metrics::gauge!(FOLLOW_LAG_OBJECTS, "prefix" => p.clone()),
+            lag_seconds: metrics::gauge!(FOLLOW_LAG_SECONDS, "prefix" => p),
         }
     }
 }

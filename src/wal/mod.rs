@@ -53,7 +53,7 @@ pub use handoff::Imported;
 use open::damage::Damage;
 use open::{open_mode, recovery};
 use protocol::{fence, retry, rules};
-pub use read::follow::Follower;
+pub use read::follow::{CatchUp, Follower, Lag};
 use read::source::ReplayPage;
 use read::source::{Holes, ReadContext, SegmentPage, SegmentSource};
 pub use read::wal_reader::WalReader;

@@ -27,6 +27,7 @@ mod release_forever;
 mod replay;
 mod runtime;
 mod spans;
+mod standby;
 mod storage_conformance;
 mod storage_crash;
 mod storage_errors;

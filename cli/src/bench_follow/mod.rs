@@ -8,6 +8,9 @@
 //!   and a light writer.
 //! - `idle` ([`idle`]): a follower of a log nobody writes: its requests
 //!   per minute once its waits reached the cap, and so per hour.
+//! - `catch-up` ([`catch_up`]): a follower whose consumer looked away
+//!   while eight busy writers ran drains its backlog: its object rate
+//!   against the writers' (issue 31 item 1).
 //! - `handoff` ([`handoff`]): a region of 100k unflushed entries moves to
 //!   another log, with `import_region` (a reader opened at the switch) and
 //!   by following (`Wal::take_over`, caught up before the switch): the
@@ -23,6 +26,7 @@ use std::time::Duration;
 
 use crate::CliResult;
 
+mod catch_up;
 mod handoff;
 mod idle;
 mod lag;
@@ -42,6 +46,8 @@ enum Scenario {
     Idle(idle::IdleArgs),
     /// The pause of a region's handoff, with and without following.
     Handoff(handoff::HandoffArgs),
+    /// A follower that fell behind busy writers, catching up.
+    CatchUp(catch_up::CatchUpArgs),
 }
 
 /// Runs the scenario.
@@ -51,6 +57,7 @@ pub async fn run(prefix: &str, args: BenchFollowArgs) -> CliResult {
         Scenario::Lag(args) => lag::run(prefix, args).await,
         Scenario::Idle(args) => idle::run(prefix, args).await,
         Scenario::Handoff(args) => handoff::run(prefix, args).await,
+        Scenario::CatchUp(args) => catch_up::run(prefix, args).await,
     }
 }
 

@@ -298,7 +298,7 @@ async fn hold(
                     let _ = reply.send(Err(error));
                     return;
                 }
-                finishing = Some((follower.catch_up(), reply));
+                finishing = Some((follower.ask_catch_up(), reply));
                 continue;
             }
             event = futures::future::poll_fn(|cx| follower.poll_event(cx)), if failed.is_none() => event,

@@ -51,18 +51,21 @@ use crate::storage::{ObjectStorage, Storage};
 use crate::wal::open::damage::Damage;
 use crate::wal::open::tail::{RecoveredObject, TailWindow};
 use crate::wal::protocol::rules;
-use crate::wal::read::source::{Holes, ReadContext, Task};
+use crate::wal::read::source::{Holes, ReadContext};
 use crate::wal::{Entry, Hole};
 use crate::{EntryId, RegionId};
 
+use super::lag::LagBook;
 use super::poll::{poll, Polled};
 use super::schedule::{Listings, Schedule};
 
+mod ahead;
 mod backfill;
 mod listing;
 mod objects;
 mod released;
 
+use ahead::ReadAhead;
 use backfill::Backfill;
 
 /// Chain objects whose summaries the follower keeps: a listing's chain
@@ -106,6 +109,9 @@ pub(crate) enum Item {
     /// Every object that had landed when catch-up `token` was asked for
     /// is taken in.
     CaughtUp(u64),
+    /// The entries of the objects through this key are all handed out
+    /// (the lag's measure).
+    Through(u64),
     /// The follower cannot go on: its last item.
     Failed(Error),
 }
@@ -175,6 +181,7 @@ pub(crate) struct Engine {
     /// others go to `ctx.holes`).
     collected: Arc<Holes>,
     metrics: FollowMetrics,
+    lag: Arc<LagBook>,
     window: Arc<TailWindow>,
     catalog: Catalog,
     path: BTreeMap<u64, ObjectSummary>,
@@ -185,9 +192,10 @@ pub(crate) struct Engine {
     backfill: Option<Backfill>,
     /// Regions to backfill once the running backfill ends.
     queued: BTreeSet<RegionId>,
-    /// The poll of the key after the place, started when the place was
-    /// taken in.
-    ahead: Option<(u64, Task<Result<Polled, Error>>)>,
+    /// The polls of the keys after the place, started before they are
+    /// needed: one when the place was taken in, more while the follower
+    /// is behind (`ahead.rs`).
+    ahead: ReadAhead,
     /// No poll of the next key can tell where the log goes on: list (on
     /// [`Listings`]' schedule) until a listing moves the place.
     blocked: Option<Blocked>,
@@ -215,6 +223,7 @@ pub(crate) struct Start {
     pub(crate) damage: Arc<Damage>,
     pub(crate) collected: Arc<Holes>,
     pub(crate) metrics: FollowMetrics,
+    pub(crate) lag: Arc<LagBook>,
     pub(crate) catalog: Catalog,
     pub(crate) regions: Vec<(RegionId, EntryId, u64)>,
     pub(crate) control: flume::Receiver<Control>,
@@ -248,6 +257,14 @@ impl Engine {
             start.settings.max_interval,
             Instant::now(),
         );
+        if let Some(tip) = start.catalog.tip() {
+            start.lag.yielded_through(tip.sequence);
+        }
+        let ahead = ReadAhead::new(
+            start.ctx.concurrency,
+            start.ctx.buffer_bytes,
+            super::poll::POLL_WINDOW,
+        );
         Engine {
             storage: start.storage,
             prefix: start.prefix,
@@ -256,6 +273,7 @@ impl Engine {
             damage: start.damage,
             collected: start.collected,
             metrics: start.metrics,
+            lag: start.lag,
             window: Arc::new(TailWindow::default()),
             catalog: start.catalog,
             path,
@@ -265,7 +283,7 @@ impl Engine {
             schedule,
             backfill: None,
             queued,
-            ahead: None,
+            ahead,
             blocked: None,
             filler: None,
             catch_up: None,
@@ -299,6 +317,7 @@ impl Engine {
             return;
         }
         self.step_failed = false;
+        let reached = self.reached();
         if self.backfill.is_none() && !self.queued.is_empty() {
             self.start_backfill();
         }
@@ -312,6 +331,20 @@ impl Engine {
         if !self.step_failed {
             self.failing_since = None;
         }
+        // After the step's entries: they are handed out when it is.
+        let now_reached = self.reached();
+        if now_reached != reached {
+            if let Some(key) = now_reached {
+                self.out.push_back(Item::Through(key));
+            }
+        }
+        self.lag.publish();
+    }
+
+    /// The last key of the run the follower took in: the place, or a
+    /// filler after it.
+    fn reached(&self) -> Option<u64> {
+        self.filler.or(self.place().map(|p| p.sequence))
     }
 
     fn drain_control(&mut self) {
@@ -355,7 +388,7 @@ impl Engine {
             Control::CatchUp(token) => {
                 // A poll started before the question may have missed an
                 // object that landed since.
-                self.ahead = None;
+                self.ahead.clear();
                 self.catch_up = Some(token);
             }
         }
@@ -452,15 +485,22 @@ impl Engine {
         if self.catch_up.is_none() && self.schedule.check_due(now) {
             return self.listing_step(now).await;
         }
-        let polled = match self.ahead.take() {
-            Some((key, task)) if key == next => task.await.and_then(|polled| polled),
-            _ => poll(&self.storage, &self.prefix, next, &self.window).await,
+        let (polled, early) = match self.ahead.take(next) {
+            Some(task) => (task.await.and_then(|polled| polled), true),
+            None => (
+                poll(&self.storage, &self.prefix, next, &self.window).await,
+                false,
+            ),
         };
         match polled {
             Ok(Polled::Landed(landed)) => {
+                self.lag.saw(next);
                 let header = landed.object.tail.header();
                 let found = rules::at_key(header, landed.object.is_empty(), at);
                 if found == rules::AtKey::Continues {
+                    if early {
+                        self.ahead.behind();
+                    }
                     self.schedule.landed(now);
                     self.take_in_landed(*landed).await;
                 } else if found == rules::AtKey::Filler {
@@ -468,6 +508,7 @@ impl Engine {
                     tracing::debug!(prefix = %self.prefix, key = next, "stepping over a filler");
                     self.filler = Some(next);
                     self.schedule.landed(now);
+                    self.read_ahead(next.saturating_add(1));
                 } else {
                     // A newer process walked the run (its settle marker),
                     // or another process's object: list.
@@ -481,8 +522,14 @@ impl Engine {
             // A key that holds nothing is the end of the log for a
             // catch-up only if nothing above it is listed: the writer's
             // collection may have emptied it (issue 30 item 1).
-            Ok(Polled::Missing) if self.catch_up.is_some() => self.confirm_end(now).await,
-            Ok(Polled::Missing) => self.idle().await,
+            Ok(Polled::Missing) if self.catch_up.is_some() => {
+                self.ahead.caught_up();
+                self.confirm_end(now).await;
+            }
+            Ok(Polled::Missing) => {
+                self.ahead.caught_up();
+                self.idle().await;
+            }
             Ok(Polled::Damaged(damaged)) => {
                 let continues = damaged.header.is_some_and(|h| rules::continues(&h, at));
                 if self.settings.damage_policy == DamagePolicy::Fail {

@@ -38,11 +38,14 @@ use crate::wal::read::source::{Holes, ReadContext};
 use crate::wal::{Entry, Hole, WalReader};
 
 mod engine;
+mod lag;
 mod poll;
 pub(crate) mod schedule;
 
 pub(crate) use engine::Settings;
 use engine::{Control, Engine, Item, Start};
+pub use lag::Lag;
+use lag::LagBook;
 
 /// What the follower stream hands out inside the crate: its items, and
 /// the answers to catch-up questions.
@@ -140,6 +143,7 @@ pub struct Follower {
     next_generation: u64,
     next_token: u64,
     holes: HoleBook,
+    lag: Arc<LagBook>,
     done: bool,
 }
 
@@ -186,6 +190,10 @@ impl WalReader {
             holes: holes.unread.clone(),
             ..self.read.clone()
         };
+        let lag = Arc::new(LagBook::new(
+            metrics.lag_objects.clone(),
+            metrics.lag_seconds.clone(),
+        ));
         let (control, receiver) = flume::unbounded();
         let generations: BTreeMap<RegionId, u64> = starts.keys().map(|&r| (r, 0)).collect();
         let engine = Engine::new(Start {
@@ -196,6 +204,7 @@ impl WalReader {
             damage: self.damage.clone(),
             collected: holes.collected.clone(),
             metrics,
+            lag: lag.clone(),
             catalog: self.catalog.as_ref().clone(),
             regions: starts.iter().map(|(&r, &from)| (r, from, 0)).collect(),
             control: receiver,
@@ -210,6 +219,7 @@ impl WalReader {
             next_generation: 1,
             next_token: 1,
             holes,
+            lag,
             done: false,
         }
     }
@@ -266,10 +276,69 @@ impl Follower {
         self.holes.clone()
     }
 
+    /// Takes in, without waiting for a poll interval, every object that
+    /// landed before this call: a stream of the entries up to there, which
+    /// ends (`None`) once the follower has yielded them all and a listing
+    /// found nothing beyond (a key the writer's collection emptied is not
+    /// taken for the end of the log). The follower then stands where the
+    /// log stood at the call; `lag()` is exact (zero if nothing landed
+    /// since).
+    ///
+    /// Its items are the follower's own (the follower goes on after it,
+    /// from where it ended): entries, a released region's
+    /// `Err(Error::RegionReleased)`, or the follower's last error, after
+    /// which it ends too. Dropping it before it ends is harmless: the
+    /// entries not taken come from the follower.
+    ///
+    /// ```no_run
+    /// # async fn standby(reader: objwal::WalReader) -> Result<(), objwal::Error> {
+    /// use futures::StreamExt;
+    /// let mut follower = reader.follow([(1, 0)]);
+    /// let mut caught_up = follower.catch_up();
+    /// while let Some(entry) = caught_up.next().await {
+    ///     let entry = entry?; // apply it
+    /// #   let _ = entry;
+    /// }
+    /// // Everything that landed before catch_up() was called is applied:
+    /// // promote, or report ready.
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn catch_up(&mut self) -> CatchUp<'_> {
+        let token = self.ask_catch_up();
+        CatchUp {
+            follower: self,
+            token,
+            ended: false,
+        }
+    }
+
+    /// How far behind the log the follower is, from what it last learned:
+    /// the chain objects it saw landed (by a poll or a listing) whose
+    /// entries it has not yielded, and how long ago it first saw the
+    /// oldest of them. A lower bound between its looks (objects landed
+    /// since are unknown until a poll finds them); exact right after
+    /// [`catch_up`](Self::catch_up). Also the gauges
+    /// `objwal_follow_lag_objects` and `objwal_follow_lag_seconds` (label
+    /// `prefix`), updated as the follower steps and at each call.
+    ///
+    /// ```no_run
+    /// # fn alert(follower: &objwal::Follower) {
+    /// let lag = follower.lag();
+    /// if lag.age > std::time::Duration::from_secs(5) {
+    ///     eprintln!("standby {} objects and {:?} behind", lag.objects, lag.age);
+    /// }
+    /// # }
+    /// ```
+    pub fn lag(&self) -> Lag {
+        self.lag.publish();
+        self.lag.lag()
+    }
+
     /// Asks the follower to take in, without waiting for a poll interval,
     /// every object that has landed by now; its answer is
     /// [`Event::CaughtUp`] with the returned token.
-    pub(crate) fn catch_up(&mut self) -> u64 {
+    pub(crate) fn ask_catch_up(&mut self) -> u64 {
         let token = self.next_token;
         self.next_token += 1;
         let _ = self.control.send(Control::CatchUp(token));
@@ -352,6 +421,7 @@ impl Follower {
                     }
                 }
                 Item::CaughtUp(token) => return Poll::Ready(Some(Event::CaughtUp(token))),
+                Item::Through(sequence) => self.lag.yielded_through(sequence),
                 Item::Failed(error) => {
                     self.done = true;
                     return Poll::Ready(Some(Event::Item(Err(error))));
@@ -371,6 +441,48 @@ impl Stream for Follower {
                 Poll::Ready(Some(Event::Item(item))) => return Poll::Ready(Some(item)),
                 Poll::Ready(Some(Event::CaughtUp(_))) => continue,
                 Poll::Ready(None) => return Poll::Ready(None),
+                Poll::Pending => return Poll::Pending,
+            }
+        }
+    }
+}
+
+/// The entries of a [`Follower`] up to where the log stood when
+/// [`Follower::catch_up`] was called: a `Stream` of `Result<Entry, Error>`
+/// that ends once they are all yielded.
+#[must_use = "a catch-up takes effect as it is polled"]
+pub struct CatchUp<'a> {
+    follower: &'a mut Follower,
+    token: u64,
+    ended: bool,
+}
+
+impl std::fmt::Debug for CatchUp<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CatchUp")
+            .field("follower", &self.follower)
+            .field("ended", &self.ended)
+            .finish()
+    }
+}
+
+impl Stream for CatchUp<'_> {
+    type Item = Result<Entry, Error>;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let this = self.get_mut();
+        loop {
+            if this.ended {
+                return Poll::Ready(None);
+            }
+            match this.follower.poll_event(cx) {
+                Poll::Ready(Some(Event::Item(item))) => return Poll::Ready(Some(item)),
+                Poll::Ready(Some(Event::CaughtUp(token))) => {
+                    this.ended = token == this.token;
+                }
+                Poll::Ready(None) => {
+                    this.ended = true;
+                }
                 Poll::Pending => return Poll::Pending,
             }
         }

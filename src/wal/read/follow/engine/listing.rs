@@ -105,6 +105,9 @@ impl Engine {
             return Ok(false);
         };
         let place = self.place().map(|p| (p.sequence, p.epoch));
+        let above_place = |s: &&u64| place.is_none_or(|(p, _)| **s > p);
+        self.lag
+            .listed(selection.chain.iter().filter(above_place).copied());
         if place == Some((tip.sequence, tip.epoch)) {
             self.warn_unreachable(&present, &summaries);
             return Ok(false);
@@ -178,7 +181,7 @@ impl Engine {
         }
         self.catalog = kept;
         self.path.retain(|s, _| *s <= fork);
-        self.ahead = None;
+        self.ahead.clear();
         self.filler = None;
     }
 

@@ -17,7 +17,7 @@ use std::sync::Arc;
 
 use futures::future::BoxFuture;
 
-use super::super::poll::{poll, Landed};
+use super::super::poll::{poll, Landed, Polled};
 use super::{summary_of, Cause, Engine, PATH_LEN};
 
 /// The source of a tail step's segment reads: a missing object is an
@@ -68,17 +68,29 @@ impl Engine {
     /// them) and queues their entries.
     pub(super) async fn take_in_landed(&mut self, landed: Landed) {
         let indexed = landed.object.indexed();
-        let next = rules::next_key(indexed.sequence, indexed.jump());
-        if next <= format::MAX_SEQUENCE {
-            let (storage, prefix, window) = (
-                self.storage.clone(),
-                self.prefix.clone(),
-                self.window.clone(),
-            );
-            let task = Task::spawn(async move { poll(&storage, &prefix, next, &window).await });
-            self.ahead = Some((next, task));
-        }
+        self.read_ahead(rules::next_key(indexed.sequence, indexed.jump()));
         self.take_in(indexed, Some(&landed)).await;
+    }
+
+    /// Starts the polls of `next` (the key after the place) and of the
+    /// keys after it that the read-ahead's depth asks for.
+    pub(super) fn read_ahead(&mut self, next: u64) {
+        if next > format::MAX_SEQUENCE {
+            return;
+        }
+        let (storage, prefix, window, lag) = (&self.storage, &self.prefix, &self.window, &self.lag);
+        self.ahead.top_up(next, format::MAX_SEQUENCE, |key| {
+            let (storage, prefix, window) = (storage.clone(), prefix.clone(), window.clone());
+            let lag = lag.clone();
+            Task::spawn(async move {
+                let polled = poll(&storage, &prefix, key, &window).await;
+                if let Ok(Polled::Landed(_)) = &polled {
+                    // Seen now, taken in when the follower gets there.
+                    lag.saw(key);
+                }
+                polled
+            })
+        });
     }
 
     /// Takes in a damaged object that continues the chain (under
