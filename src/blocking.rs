@@ -6,7 +6,12 @@
 //! calling thread until the answer comes, so the semantics are exactly the
 //! async handle's (ids, durability, `obsolete`, releases, stop, fencing,
 //! errors). [`read`](Wal::read) and [`replay`](Wal::replay) return
-//! iterators.
+//! iterators. [`WalReader`] opens a log without writing to it and
+//! [follows](WalReader::follow) it: a [`Follower`] is an iterator of the
+//! entries as they land, with [`next_timeout`](Follower::next_timeout) for
+//! a standby loop that does other work, and
+//! [`catch_up`](Follower::catch_up) and [`lag`](Follower::lag) to know
+//! how far behind it is.
 //!
 //! # The runtime
 //!
@@ -68,6 +73,7 @@
 
 use std::future::Future;
 use std::sync::Arc;
+use std::time::Duration;
 
 use bytes::Bytes;
 use futures::StreamExt;
@@ -347,5 +353,192 @@ impl Drop for Entries {
 impl std::fmt::Debug for Entries {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Entries").finish_non_exhaustive()
+    }
+}
+
+/// A reader of a log with blocking calls: [`crate::WalReader`] on a runtime
+/// this handle owns (built as [`Wal::open`] builds one). It never writes,
+/// so it never fences the writer.
+pub struct WalReader {
+    reader: crate::WalReader,
+    handle: Handle,
+    runtime: Arc<OwnedRuntime>,
+}
+
+impl std::fmt::Debug for WalReader {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("blocking::WalReader")
+            .finish_non_exhaustive()
+    }
+}
+
+impl WalReader {
+    /// [`crate::WalReader::open`], on a new runtime of two worker threads:
+    /// [`Error::NoLog`] where no log is.
+    pub fn open(storage: Storage, prefix: &str, config: Config) -> Result<WalReader, Error> {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(WORKER_THREADS)
+            .thread_name("objwal-reader")
+            .enable_all()
+            .build()
+            .map_err(|e| Error::Stopped {
+                detail: Some(
+                    format!("the blocking reader could not start its runtime: {e}").into(),
+                ),
+            })?;
+        let handle = runtime.handle().clone();
+        let runtime = Arc::new(OwnedRuntime(Some(runtime)));
+        let prefix = prefix.to_owned();
+        let reader = wait(&handle, async move {
+            crate::WalReader::open(storage, &prefix, config).await
+        })?;
+        Ok(WalReader {
+            reader,
+            handle,
+            runtime,
+        })
+    }
+
+    /// [`crate::WalReader::follow`]: a [`Follower`] of `regions`, each from
+    /// its id.
+    pub fn follow(&self, regions: impl IntoIterator<Item = (RegionId, EntryId)>) -> Follower {
+        let _entered = self.handle.enter();
+        Follower {
+            follower: Some(self.reader.follow(regions)),
+            handle: self.handle.clone(),
+            _runtime: self.runtime.clone(),
+        }
+    }
+
+    /// The async reader, for what this handle does not wrap.
+    pub fn as_async(&self) -> &crate::WalReader {
+        &self.reader
+    }
+}
+
+/// A blocking [`crate::Follower`]: an iterator of the followed regions'
+/// entries as they land (it blocks until the next one); after an error
+/// that ends the follower, the iteration ends. It keeps its reader's
+/// runtime alive.
+pub struct Follower {
+    /// `None` only while a call has lent it to the runtime (a call that
+    /// panicked leaves it so: the follower is then ended).
+    follower: Option<crate::Follower>,
+    handle: Handle,
+    _runtime: Arc<OwnedRuntime>,
+}
+
+impl std::fmt::Debug for Follower {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("blocking::Follower")
+            .field("follower", &self.follower)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Follower {
+    /// The next entry, waiting at most `timeout`: `Ok(None)` when none came
+    /// within it (the follower goes on: call again), the follower's error
+    /// when it gave one, and [`Error::Stopped`] once it has ended.
+    pub fn next_timeout(&mut self, timeout: Duration) -> Result<Option<Entry>, Error> {
+        match self.poll(Some(timeout)) {
+            Some(Some(item)) => item.map(Some),
+            Some(None) => Err(ended()),
+            None => Ok(None),
+        }
+    }
+
+    /// [`crate::Follower::catch_up`]: takes in every entry that landed
+    /// before the call, handing each to `each` in order, and returns how
+    /// many once a listing confirms that nothing lies beyond (the follower
+    /// then goes on as before). An error ends the catch-up (the follower's
+    /// own errors are its items').
+    pub fn catch_up(&mut self, mut each: impl FnMut(Entry)) -> Result<u64, Error> {
+        let mut follower = self.follower.take().ok_or_else(ended)?;
+        let (tx, rx) = flume::bounded(1);
+        let (back, returned) = flume::bounded(1);
+        self.handle.spawn(async move {
+            {
+                let mut caught = follower.catch_up();
+                while let Some(item) = caught.next().await {
+                    if tx.send_async(item).await.is_err() {
+                        break;
+                    }
+                }
+            }
+            drop(tx);
+            let _ = back.send(follower);
+        });
+        let mut taken = 0;
+        let mut failed = None;
+        for item in rx.iter() {
+            match item {
+                Ok(entry) => {
+                    taken += 1;
+                    each(entry);
+                }
+                Err(e) => {
+                    failed = Some(e);
+                    break;
+                }
+            }
+        }
+        drop(rx);
+        self.follower = returned.recv().ok();
+        match failed {
+            Some(e) => Err(e),
+            None => Ok(taken),
+        }
+    }
+
+    /// [`crate::Follower::lag`]: objects seen landed and not yet yielded,
+    /// and the age of the oldest.
+    pub fn lag(&self) -> crate::Lag {
+        self.follower
+            .as_ref()
+            .map(crate::Follower::lag)
+            .unwrap_or_default()
+    }
+
+    /// [`crate::Follower::holes`]: what could not be read of `region`.
+    pub fn holes(&self, region: RegionId) -> Vec<Hole> {
+        self.follower
+            .as_ref()
+            .map(|f| f.holes(region))
+            .unwrap_or_default()
+    }
+
+    /// The next item within `timeout` (or without one): `None` on timeout,
+    /// `Some(None)` at the end.
+    fn poll(&mut self, timeout: Option<Duration>) -> Option<Option<Result<Entry, Error>>> {
+        let Some(mut follower) = self.follower.take() else {
+            return Some(None);
+        };
+        let (tx, rx) = flume::bounded(1);
+        self.handle.spawn(async move {
+            let next = match timeout {
+                Some(timeout) => tokio::time::timeout(timeout, follower.next()).await.ok(),
+                None => Some(follower.next().await),
+            };
+            let _ = tx.send((follower, next));
+        });
+        let (follower, next) = rx.recv().ok()?;
+        self.follower = Some(follower);
+        next
+    }
+}
+
+impl Iterator for Follower {
+    type Item = Result<Entry, Error>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        self.poll(None).flatten()
+    }
+}
+
+/// The error of a follower that has ended.
+fn ended() -> Error {
+    Error::Stopped {
+        detail: Some("the follower has ended".into()),
     }
 }

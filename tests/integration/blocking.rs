@@ -366,3 +366,44 @@ fn a_failed_blocking_open_returns_its_error_on_a_runtime_worker() {
             .unwrap();
     });
 }
+
+/// Issue 31 item 3: a synchronous standby follows its primary with
+/// `blocking::WalReader::follow`: entries come out of an iterator, a
+/// `next_timeout` gives up when nothing lands (the loop does other work),
+/// `catch_up` takes in what landed before it and ends, and the lag is zero
+/// after it.
+#[test]
+fn a_blocking_follower_iterates_times_out_catches_up_and_reports_its_lag() {
+    on_a_thread(|| {
+        let storage = Storage::new(MemoryStorage::new());
+        let config = Config {
+            follow_interval: std::time::Duration::from_millis(20),
+            ..Config::default()
+        };
+        let primary = Wal::open(storage.clone(), "standby", config.clone()).unwrap();
+        primary.append(vec![(1, b("a")), (1, b("b"))]).unwrap();
+        let reader = objwal::blocking::WalReader::open(storage, "standby", config).unwrap();
+        let mut follower = reader.follow([(1, 0)]);
+        let first: Vec<_> = follower.by_ref().take(2).collect::<Result<_, _>>().unwrap();
+        assert_eq!(payloads(&first), ["a", "b"]);
+        // Nothing lands: the wait gives up and the follower goes on.
+        let idle = follower
+            .next_timeout(std::time::Duration::from_millis(50))
+            .unwrap();
+        assert!(idle.is_none(), "{idle:?}");
+        primary.append(vec![(1, b("c"))]).unwrap();
+        let next = follower.next_timeout(DEADLINE).unwrap().expect("c lands");
+        assert_eq!(payloads(&[next]), ["c"]);
+        // What landed before the question, and then the end.
+        primary.append(vec![(1, b("d")), (1, b("e"))]).unwrap();
+        let mut caught = Vec::new();
+        let taken = follower.catch_up(|entry| caught.push(entry)).unwrap();
+        assert_eq!(taken, 2);
+        assert_eq!(payloads(&caught), ["d", "e"]);
+        assert_eq!(follower.lag().objects, 0);
+        primary.append(vec![(1, b("f"))]).unwrap();
+        let next = follower.next_timeout(DEADLINE).unwrap().expect("f lands");
+        assert_eq!(payloads(&[next]), ["f"]);
+        primary.stop().unwrap();
+    });
+}
