@@ -152,17 +152,7 @@ impl Driver {
             tokio::time::sleep(tick * 3).await;
         }
         // The switch: the other log stops writing the region and flushes.
-        let Some(source) = self.source.as_ref() else {
-            return Ok(());
-        };
-        let flushed = within("flush of the other log", source.wal.flush()).await?;
-        if let Err(e) = flushed {
-            if !faulty {
-                return Err(format!(
-                    "the other log's flush failed with no fault armed: {e}"
-                ));
-            }
-        }
+        self.flush_source(faulty).await?;
         let holes_before = takeover.holes().len();
         let finished = within("Takeover::finish", takeover.finish()).await?;
         if corrupt {
@@ -234,6 +224,31 @@ impl Driver {
                 Ok(())
             }
         }
+    }
+
+    /// The other log's `flush` before a switch. It may still be failing
+    /// after earlier faults (it backs off): with no fault armed it is
+    /// repeated until it returns `Ok`; under a fault one failure is let
+    /// be (the switch then may or may not take in its last objects).
+    async fn flush_source(&mut self, faulty: bool) -> Result<(), String> {
+        let Some(source) = self.source.as_ref() else {
+            return Ok(());
+        };
+        let mut last = None;
+        for _ in 0..20 {
+            match within("flush of the other log", source.wal.flush()).await? {
+                Ok(()) => return Ok(()),
+                Err(_) if faulty => return Ok(()),
+                Err(e) if e.is_retryable() => {
+                    last = Some(e);
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                }
+                Err(e) => return Err(format!("the other log's flush before a switch: {e}")),
+            }
+        }
+        Err(format!(
+            "the other log's flush before a switch kept failing with no fault armed: {last:?}"
+        ))
     }
 
     /// The other log's engine flushed what it holds of `region`:
