@@ -10,8 +10,9 @@
 //!
 //! Invariants of [`Wal::import_region`]: every entry it appends has an id
 //! above [`Imported::floor`], which is at or above every id of R the other
-//! log had indexed or released when the reader opened, and every id of R
-//! this log held before; the watermark of R here is raised to the floor
+//! log had indexed or released when the reader opened, `from - 1` (the
+//! other engine's flushed id, whose objects its collection may have
+//! deleted), and every id of R this log held before; the watermark of R here is raised to the floor
 //! (so copies of an earlier, failed import are hidden, and the next
 //! sequence lies above the floor: one marker, see `reach.rs`); entries are
 //! appended in their order, in appends that each fit one object (their
@@ -120,9 +121,14 @@ impl Wal {
         if from_log.is_released(region) {
             return Err(Error::RegionReleased { region });
         }
+        // The other log's ids of the region: those its reader indexes,
+        // and those below `from`, which its engine flushed (its collection
+        // may have deleted every object that held them: the model test
+        // found a floor of 0 then, and ids handed out here below theirs).
         let theirs = from_log
             .latest_entry_id(region)
-            .max(from_log.released_through(region));
+            .max(from_log.released_through(region))
+            .max(from.saturating_sub(1));
         let floor = theirs.max(self.latest_entry_id(region));
         let mut imported = self.raise_floor(region, floor).await?;
         let mut entries = Box::pin(from_log.read(region, from));

@@ -1263,3 +1263,62 @@ async fn dead_opener_hour(backend: &str, most_lists: u64) {
     consumer.abort();
     wal.stop().await.unwrap();
 }
+
+/// Found by the model test (issue 30 item 11, its `FollowOutside` step's
+/// idle minute): a follower quiet for long waits for its next idle check,
+/// up to an hour away (rfcs/0010), when the writer's first object after
+/// the quiet held only records (a flush mark) and its collection deleted
+/// it before the follower polled it: the follower polls that empty key
+/// while the writer appends on above it, so a busy writer is not followed
+/// within about one interval. Here, after two idle hours, the entry
+/// appended next is not yielded within three `follow_max_interval`s.
+/// Ignored until the follower's schedule is fixed (src/wal/read/follow/,
+/// worked on elsewhere): a poll that keeps missing while the quiet is long
+/// might list sooner, or look at the key after.
+#[tokio::test(start_paused = true)]
+#[ignore = "known defect: a follower waits for its next idle check (up to an hour) when the object at its next key was collected before it polled it"]
+async fn a_follower_quiet_for_hours_follows_a_writer_whose_first_object_was_collected() {
+    let storage = faulty_memory().storage();
+    let wal = open(&storage, config()).await;
+    let first = wal.append(vec![(1, b("a"))]).await.unwrap()[0];
+    let (mut follower, counted) = follower(&storage, config(), &[(1, 0)]).await;
+    assert_eq!(entries(&mut follower, 1).await[0].id, first);
+    // Two quiet hours, the follower polling all along.
+    let quiet = tokio::time::timeout(Duration::from_secs(7200), follower.next()).await;
+    assert!(quiet.is_err(), "nothing was appended: {quiet:?}");
+    // Right after one of its polls: an object of a flush mark only, then
+    // an entry; collection deletes the first at once.
+    let polls = counted.counts().read.requests;
+    within(async {
+        while counted.counts().read.requests == polls {
+            let _ = tokio::time::timeout(Duration::from_millis(1), follower.next()).await;
+        }
+    })
+    .await;
+    wal.obsolete(1, first).await.unwrap();
+    wal.flush().await.unwrap();
+    let marks = objwal::format::sequence_of(first) + 1;
+    let next = wal.append(vec![(1, b("b"))]).await.unwrap()[0];
+    assert_eq!(objwal::format::sequence_of(next), marks + 1);
+    let key = format!("{PREFIX}/objects/{marks:020}.wal");
+    within(async {
+        while storage
+            .list(&format!("{PREFIX}/objects/"))
+            .await
+            .unwrap()
+            .iter()
+            .any(|m| m.key == key)
+        {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+    })
+    .await;
+    let bound = config().follow_max_interval * 3;
+    match tokio::time::timeout(bound, follower.next()).await {
+        Ok(Some(Ok(entry))) => assert_eq!(entry.id, next),
+        other => {
+            panic!("the entry appended after the quiet was not yielded within {bound:?}: {other:?}")
+        }
+    }
+    wal.stop().await.unwrap();
+}

@@ -317,3 +317,62 @@ async fn a_region_of_more_tiny_entries_than_an_object_has_positions_moves() {
     assert!(r.objects >= 3, "{r:?}");
     node_b.stop().await.unwrap();
 }
+
+/// Found by the model test's moves (issue 30 item 11): the other node's
+/// engine flushed all of R and its collection deleted every object that
+/// held R, so a reader of its prefix indexes no id of R. The import's
+/// floor was the reader's latest id of R (0) and B handed out ids of R
+/// below those A had handed out (an engine that keeps A's flushed id of R
+/// took B's new entries for flushed ones). `from` (A's flushed id plus
+/// one) bounds A's ids from below: the floor is at or above `from - 1`,
+/// as a takeover's from the same point already was.
+#[tokio::test(start_paused = true)]
+async fn an_import_of_a_region_the_other_log_flushed_and_collected_keeps_ids_above_its_ids() {
+    let storage = faulty_memory().storage();
+    let a = Wal::open(storage.clone(), "a", test_config())
+        .await
+        .unwrap();
+    let mut last = 0;
+    for i in 0..3 {
+        last = a.append(vec![(R, b(&format!("r{i}")))]).await.unwrap()[0];
+    }
+    a.obsolete(R, last).await.unwrap();
+    // Later objects carry the mark; collection deletes R's objects.
+    for i in 0..3 {
+        let id = a.append(vec![(1, b(&format!("o{i}")))]).await.unwrap()[0];
+        a.obsolete(1, id).await.unwrap();
+    }
+    a.flush().await.unwrap();
+    let reader = within(async {
+        loop {
+            let reader = WalReader::open(storage.clone(), "a", test_config())
+                .await
+                .unwrap();
+            if reader.latest_entry_id(R) == 0 {
+                break reader;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+    })
+    .await;
+    let node_b = Wal::open(storage.clone(), "b", test_config())
+        .await
+        .unwrap();
+    let moved = node_b.import_region(&reader, R, last + 1).await.unwrap();
+    assert_eq!(moved.entries, 0);
+    assert!(moved.floor >= last, "{moved:?} below A's id {last}");
+    let next = node_b.append(vec![(R, b("on b"))]).await.unwrap()[0];
+    assert!(next > last, "B's id {next} of R is not above A's {last}");
+    // A move by following from the same point keeps the same floor.
+    let node_c = Wal::open(storage.clone(), "c", test_config())
+        .await
+        .unwrap();
+    let takeover = node_c.take_over(&reader, R, last + 1).unwrap();
+    let moved = within(takeover.finish()).await.unwrap();
+    assert_eq!(moved.entries, 0);
+    assert!(moved.floor >= last, "{moved:?} below A's id {last}");
+    node_c.stop().await.unwrap();
+    a.release_region(R).await.unwrap();
+    a.stop().await.unwrap();
+    node_b.stop().await.unwrap();
+}

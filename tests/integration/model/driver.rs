@@ -690,6 +690,8 @@ impl Driver {
                 self.jump_opener(*region, *skip, *held, faulty).await
             }
             Op::FollowJump { region, skip } => self.follow_jump(*region, *skip, faulty).await,
+            Op::Move { region, shape } => self.move_by_following(*region, *shape, faulty).await,
+            Op::FollowOutside { from } => self.follow_outside(from, faulty).await,
             Op::ObsoleteAhead { region, ahead } => {
                 let Some(newest) = self.model.newest_id() else {
                     return Ok(());

@@ -27,17 +27,17 @@ use super::steps::{From, REGIONS};
 
 /// The follower of a case and what it yielded.
 pub struct Following {
-    follower: Follower,
+    pub(super) follower: Follower,
     /// Per region, its start (entries above it).
     from: BTreeMap<RegionId, u64>,
     /// Per region, the entries yielded, in order.
-    seen: BTreeMap<RegionId, Vec<Entry>>,
+    pub(super) seen: BTreeMap<RegionId, Vec<Entry>>,
     /// Regions whose release the follower reported.
-    ended: BTreeSet<RegionId>,
+    pub(super) ended: BTreeSet<RegionId>,
     /// Its reader's open left damaged objects out (reads failed alike
     /// while a fault was armed): under `on_corrupted_segment = "fail"` the
     /// follower fails where it reaches their holes, later, fault or not.
-    damaged_at_open: bool,
+    pub(super) damaged_at_open: bool,
 }
 
 impl Driver {
@@ -64,9 +64,20 @@ impl Driver {
         points: BTreeMap<RegionId, u64>,
         faulty: bool,
     ) -> Result<(), String> {
+        self.follow_through(self.storage(), points, faulty).await
+    }
+
+    /// Opens a follower of the regions from these positions (replacing
+    /// any) through a reader on `storage`.
+    pub(super) async fn follow_through(
+        &mut self,
+        storage: objwal::Storage,
+        points: BTreeMap<RegionId, u64>,
+        faulty: bool,
+    ) -> Result<(), String> {
         let opened = within(
             "WalReader::open for a follower",
-            WalReader::open(self.storage(), PREFIX, self.config.clone()),
+            WalReader::open(storage, PREFIX, self.config.clone()),
         )
         .await?;
         let reader = match opened {

@@ -22,8 +22,14 @@
 //! reopen), a second opener (a newer store fences the running one), a
 //! second log on the same store and `import_region` from it followed by
 //! the release there (rfcs/0009; some with two of its reads corrupted in
+//! transit), a move by following from it (`Wal::take_over`, then
+//! `Takeover::finish`: `moving`) while it writes the region and its
+//! collection deletes what its engine flushed (some with a slow follower
+//! over a key that collection emptied, some with two reads corrupted in
 //! transit), a follower (from a known id, or from inside a segment still in
-//! flight), objects damaged or deleted by hand (the
+//! flight, or through a backend with only the four required methods of
+//! `ObjectStorage`, then idle for a minute: `outside`), objects damaged or
+//! deleted by hand (the
 //! tools must name them; restored, everything replays), a dead object (an
 //! older epoch's empty start object, a filler) at the writer's next key,
 //! met by the writer or first by a second opener's walk, and a second
@@ -53,8 +59,11 @@
 //! nothing replays that was never appended, refused, answered
 //! `NotDurable` (nothing of its batch is logged), or gone at an earlier
 //! replay; nothing at or below a flush mark known durable replays
-//! after a restart; an import brings every entry the other log
-//! acknowledged, in order, above its floor; enqueued losses after a crash
+//! after a restart; an import or a move brings every entry the other log
+//! acknowledged above what its engine flushed, each once, in order, above
+//! a floor at or above every id the other log acknowledged, and a move
+//! that could not read an entry answers `Incomplete` and appends nothing;
+//! an idle follower lists at most a few times a minute; enqueued losses after a crash
 //! are whole objects and a suffix; ids rise across lives; each error is one
 //! the documentation names for that call in that state
 //! (`driver::Driver::expect_error`); `latest_entry_id` covers what was
@@ -88,7 +97,9 @@ mod driver;
 mod following;
 mod forever;
 mod held;
+mod moving;
 mod network;
+mod outside;
 mod races;
 mod reference;
 mod steps;

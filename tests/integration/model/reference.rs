@@ -645,9 +645,13 @@ impl Model {
         entries: &[Entry],
         holes: &[Hole],
     ) -> Result<(), String> {
+        // A segment collection deleted under a reader is a hole too
+        // (issue 30 item 10(b)); its entries were obsolete, so at or below
+        // a watermark ever handed in.
+        let collected = |h: &Hole| h.last_id <= self.watermark_ever(region);
         if let Some(h) = holes
             .iter()
-            .find(|h| !self.corruption && !self.quarantined.contains(&h.sequence))
+            .find(|h| !self.corruption && !self.quarantined.contains(&h.sequence) && !collected(h))
         {
             return Err(format!(
                 "{who}region {region} reports hole {h:?} with no corrupted read"

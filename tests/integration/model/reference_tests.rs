@@ -224,3 +224,24 @@ fn an_append_answered_not_durable_never_replays_one_answered_storage_may() {
     };
     failed(storage).unwrap();
 }
+
+/// A reader reports a segment collection deleted under it as a hole
+/// (issue 30 item 10(b)): allowed where every id of it is obsolete, a
+/// violation above the watermark (with no corrupted read).
+#[test]
+fn a_reader_s_hole_is_allowed_only_over_obsolete_entries() {
+    let (mut model, keys) = appended(false, 2);
+    model.flushed(&keys.iter().map(|k| k.0).collect());
+    let hole = |id: u64| Hole {
+        region: 1,
+        key: "k".into(),
+        sequence: 10,
+        first_id: id,
+        last_id: id,
+    };
+    let rest = [entry(&model, keys[1].0, keys[1].1)];
+    assert!(model.observed(1, 0, &rest, &[hole(keys[0].1)]).is_err());
+    model.obsoleted(1, keys[0].1);
+    model.observed(1, 0, &rest, &[hole(keys[0].1)]).unwrap();
+    assert!(model.observed(1, 0, &[], &[hole(keys[1].1)]).is_err());
+}

@@ -13,6 +13,7 @@ use objwal::storage::StorageErrorKind;
 use objwal::{AckMode, Config, CorruptionPolicy, DamagePolicy, EarlySeals, HedgeCreates};
 use proptest::prelude::*;
 
+use super::moving::MoveShape;
 use super::network::Network;
 
 /// Regions the steps use.
@@ -270,6 +271,16 @@ pub enum Op {
     /// an append to `region`: the follower yields it within three
     /// `follow_max_interval`s (`following.rs`).
     FollowJump { region: u64, skip: u64 },
+    /// A move by following of `region` from the other log
+    /// (`Wal::take_over`, then the switch: `Takeover::finish`) while the
+    /// other log writes the region and its collection deletes what its
+    /// engine flushed (`moving`).
+    Move { region: u64, shape: MoveShape },
+    /// A follower of the regions from their points through a backend
+    /// with only the four required methods of `ObjectStorage`; it must
+    /// catch up as any follower, and an idle minute of it costs about one
+    /// request per wait and a few listings (`outside`).
+    FollowOutside { from: Vec<(u64, From)> },
 }
 
 /// Which keys a fault rule matches.
@@ -581,7 +592,28 @@ fn op() -> impl Strategy<Value = Op> {
         1 => (region(), 1u64..=8, any::<bool>())
             .prop_map(|(region, skip, held)| Op::JumpOpener { region, skip, held }),
         1 => (region(), 1u64..=8).prop_map(|(region, skip)| Op::FollowJump { region, skip }),
+        2 => (region(), move_shape()).prop_map(|(region, shape)| Op::Move { region, shape }),
+        1 => from_points().prop_map(|from| Op::FollowOutside { from }),
     ]
+}
+
+fn move_shape() -> impl Strategy<Value = MoveShape> {
+    (
+        1usize..=4,
+        prop::bool::weighted(0.7),
+        prop::bool::weighted(0.3),
+        prop::bool::weighted(0.3),
+        prop::bool::weighted(0.4),
+    )
+        .prop_map(
+            |(rounds, flushed_first, flush_mid, corrupt, slow)| MoveShape {
+                rounds,
+                flushed_first,
+                flush_mid,
+                corrupt,
+                slow,
+            },
+        )
 }
 
 fn target() -> impl Strategy<Value = Target> {

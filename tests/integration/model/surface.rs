@@ -9,24 +9,55 @@ use std::time::Duration;
 use bytes::Bytes;
 use futures::StreamExt;
 use objwal::storage::ObjectStorage;
-use objwal::{AckMode, Config, DamagePolicy, Entry, Error, RegionId, Wal, WalReader};
+use objwal::{AckMode, Config, DamagePolicy, Entry, Error, Imported, RegionId, Wal, WalReader};
 
 use super::driver::{read_all, read_past_holes, within, Call, Driver, PREFIX};
 use super::reference::Key;
 use super::steps::From;
 
 /// The prefix of the other log.
-const SOURCE: &str = "model-src";
+pub(super) const SOURCE: &str = "model-src";
 
 /// The other log of the store: its own `Wal` (durable mode) and what it
 /// was asked to hold.
 pub struct Source {
-    wal: Wal,
-    /// Per region, the entries appended: key, bytes, whether the append
-    /// returned `Ok`.
-    entries: BTreeMap<RegionId, Vec<(Key, Bytes, bool)>>,
-    /// Regions released there after an import.
-    released: BTreeSet<RegionId>,
+    pub(super) wal: Wal,
+    /// Per region, the entries appended, in order.
+    pub(super) entries: BTreeMap<RegionId, Vec<SourceEntry>>,
+    /// Per region, the largest id its engine flushed (`obsolete` answered
+    /// `Ok` there): a move need not bring what lies at or below it.
+    pub(super) flushed: BTreeMap<RegionId, u64>,
+    /// Regions released there after an import or a move.
+    pub(super) released: BTreeSet<RegionId>,
+}
+
+/// An entry appended to the other log.
+#[derive(Debug, Clone)]
+pub struct SourceEntry {
+    pub(super) key: Key,
+    pub(super) data: Bytes,
+    /// Its id, when the append returned `Ok` (acknowledged there).
+    pub(super) id: Option<u64>,
+}
+
+impl Source {
+    /// The entries of `region` an import or a move must bring: those the
+    /// other log acknowledged above what its engine flushed.
+    pub(super) fn required(&self, region: RegionId) -> Vec<Key> {
+        let flushed = self.flushed.get(&region).copied().unwrap_or(0);
+        self.entries
+            .get(&region)
+            .into_iter()
+            .flatten()
+            .filter(|e| e.id.is_some_and(|id| id > flushed))
+            .map(|e| e.key)
+            .collect()
+    }
+
+    /// The newest id of `region` the other log acknowledged.
+    pub(super) fn newest(&self, region: RegionId) -> Option<u64> {
+        self.entries.get(&region)?.iter().filter_map(|e| e.id).max()
+    }
 }
 
 /// `wal.replay` of `regions` from 0, collected.
@@ -188,7 +219,7 @@ impl Driver {
 
     /// The other log, opened on first use (`None`: its open failed with a
     /// fault armed; the next step tries again).
-    async fn source(&mut self, faulty: bool) -> Result<Option<&mut Source>, String> {
+    pub(super) async fn source(&mut self, faulty: bool) -> Result<Option<&mut Source>, String> {
         if self.source.is_none() {
             let config = Config {
                 ack_mode: AckMode::Durable,
@@ -208,6 +239,7 @@ impl Driver {
             self.source = Some(Source {
                 wal,
                 entries: BTreeMap::new(),
+                flushed: BTreeMap::new(),
                 released: BTreeSet::new(),
             });
         }
@@ -223,7 +255,20 @@ impl Driver {
         n: usize,
         faulty: bool,
     ) -> Result<(), String> {
-        let keyed: Vec<(Key, Bytes)> = (0..n).map(|i| self.model.foreign(region, 10 + i)).collect();
+        self.source_append_sized(region, n, 10, faulty).await
+    }
+
+    /// `source_append` of entries of about `len` bytes each.
+    pub(super) async fn source_append_sized(
+        &mut self,
+        region: RegionId,
+        n: usize,
+        len: usize,
+        faulty: bool,
+    ) -> Result<(), String> {
+        let keyed: Vec<(Key, Bytes)> = (0..n)
+            .map(|i| self.model.foreign(region, len + i))
+            .collect();
         // The handoff's contract (rfcs/0009): once the region is imported
         // the other log writes it no more; its release there may still be
         // waiting for the faults to clear.
@@ -236,12 +281,14 @@ impl Driver {
         }
         let batch = keyed.iter().map(|(_, b)| (region, b.clone())).collect();
         let appended = within("an append to the other log", source.wal.append(batch)).await?;
-        let ok = appended.is_ok();
-        source
-            .entries
-            .entry(region)
-            .or_default()
-            .extend(keyed.into_iter().map(|(k, b)| (k, b, ok)));
+        let ids =
+            appended.map_or_else(|_| vec![None; n], |ids| ids.into_iter().map(Some).collect());
+        source.entries.entry(region).or_default().extend(
+            keyed
+                .into_iter()
+                .zip(ids)
+                .map(|((key, data), id)| SourceEntry { key, data, id }),
+        );
         self.stats.bump("other log appends", 1);
         Ok(())
     }
@@ -296,10 +343,18 @@ impl Driver {
             return Ok(true);
         };
         let released_there = source.released.contains(&region);
-        let candidates: Vec<(Key, Bytes, bool)> = if released_there {
+        // As an engine calls it: from its flushed id there plus one.
+        let from = source.flushed.get(&region).map_or(0, |id| id + 1);
+        let candidates: Vec<Key> = if released_there {
             Vec::new()
         } else {
-            source.entries.get(&region).cloned().unwrap_or_default()
+            source
+                .entries
+                .get(&region)
+                .into_iter()
+                .flatten()
+                .map(|e| e.key)
+                .collect()
         };
         let storage = self.storage();
         let config = self.config.clone();
@@ -348,11 +403,12 @@ impl Driver {
         let floor = from_log
             .latest_entry_id(region)
             .max(from_log.released_through(region))
+            .max(from.saturating_sub(1))
             .max(self.wal(0).latest_entry_id(region));
         let started = tokio::time::Instant::now();
         let result = within(
             "import_region",
-            self.wal(0).import_region(&from_log, region, 0),
+            self.wal(0).import_region(&from_log, region, from),
         )
         .await?;
         let took = started.elapsed();
@@ -361,8 +417,7 @@ impl Driver {
             Err(e) => {
                 self.expect_error(Call::Import, &e, faulty, &[region])?;
                 self.model.maybe_obsoleted(region, floor);
-                self.model
-                    .import_failed(region, candidates.iter().map(|(k, _, _)| *k));
+                self.model.import_failed(region, candidates);
                 self.stats.bump("imports failed", 1);
                 return Ok(false);
             }
@@ -388,51 +443,7 @@ impl Driver {
                 imported.entries
             ));
         }
-        // What it appended: read back with no fault armed.
-        self.clear_faults();
-        let copied = if imported.entries == 0 {
-            Vec::new()
-        } else {
-            within(
-                "a read of the import",
-                read_past_holes(self.wal(0), region, imported.first_id),
-            )
-            .await?
-            .map_err(|e| format!("reading what an import appended: {e}"))?
-        };
-        let copied: Vec<&Entry> = copied.iter().filter(|e| e.id <= imported.last_id).collect();
-        if copied.len() as u64 != imported.entries
-            || (imported.entries > 0 && imported.first_id <= imported.floor)
-        {
-            return Err(format!(
-                "import of region {region}: {imported:?}, but {} entries read back from its first id",
-                copied.len()
-            ));
-        }
-        let mut registered = Vec::new();
-        let mut next = candidates.iter();
-        for entry in &copied {
-            // In the other log's order; the entries whose append failed
-            // there may be missing.
-            let found = next.by_ref().find(|(_, data, _)| *data == entry.data);
-            let Some((key, data, _)) = found else {
-                return Err(format!(
-                    "import of region {region}: id {} holds bytes the other log never held, or out of order",
-                    entry.id
-                ));
-            };
-            registered.push((*key, entry.id, data.clone()));
-        }
-        let brought: BTreeSet<Key> = registered.iter().map(|r| r.0).collect();
-        if let Some((key, _, _)) = candidates
-            .iter()
-            .find(|(k, _, ok)| *ok && !brought.contains(k))
-        {
-            return Err(format!(
-                "import of region {region}: entry {key}, acknowledged by the other log, was not imported"
-            ));
-        }
-        self.model.imported(region, imported.floor, &registered);
+        self.check_brought(region, &imported, "import").await?;
         self.stats.bump("imports", 1);
         self.stats.bump("entries imported", imported.entries);
         // The handoff's last step: the region is released on the other log.
@@ -445,9 +456,76 @@ impl Driver {
         Ok(true)
     }
 
+    /// What an import or a move (`what`) of `region` answered `Ok` with
+    /// is checked against the other log and learnt by the model: read back
+    /// (with no fault armed), its entries are copies of the other log's, in
+    /// its order, each once, with ids above the floor; every entry the other
+    /// log acknowledged above what its engine flushed is among them; the
+    /// floor lies at or above every id of the region the other log
+    /// acknowledged.
+    pub(super) async fn check_brought(
+        &mut self,
+        region: RegionId,
+        imported: &Imported,
+        what: &str,
+    ) -> Result<(), String> {
+        let Some(source) = self.source.as_ref() else {
+            return Err(format!("{what} of region {region} without the other log"));
+        };
+        let candidates: Vec<SourceEntry> = source.entries.get(&region).cloned().unwrap_or_default();
+        let required = source.required(region);
+        if let Some(newest) = source.newest(region).filter(|id| *id > imported.floor) {
+            return Err(format!(
+                "{what} of region {region}: {imported:?}, a floor below id {newest}, which the other log acknowledged"
+            ));
+        }
+        self.clear_faults();
+        let copied = if imported.entries == 0 {
+            Vec::new()
+        } else {
+            within(
+                "a read of what was imported",
+                read_past_holes(self.wal(0), region, imported.first_id),
+            )
+            .await?
+            .map_err(|e| format!("reading what {what} appended: {e}"))?
+        };
+        let copied: Vec<&Entry> = copied.iter().filter(|e| e.id <= imported.last_id).collect();
+        if copied.len() as u64 != imported.entries
+            || (imported.entries > 0 && imported.first_id <= imported.floor)
+        {
+            return Err(format!(
+                "{what} of region {region}: {imported:?}, but {} entries read back from its first id",
+                copied.len()
+            ));
+        }
+        let mut registered = Vec::new();
+        let mut next = candidates.iter();
+        for entry in &copied {
+            // In the other log's order, each once; the entries whose
+            // append failed there may be missing.
+            let found = next.by_ref().find(|e| e.data == entry.data);
+            let Some(found) = found else {
+                return Err(format!(
+                    "{what} of region {region}: id {} holds bytes the other log never held, or out of order, or twice",
+                    entry.id
+                ));
+            };
+            registered.push((found.key, entry.id, found.data.clone()));
+        }
+        let brought: BTreeSet<Key> = registered.iter().map(|r| r.0).collect();
+        if let Some(key) = required.iter().find(|k| !brought.contains(k)) {
+            return Err(format!(
+                "{what} of region {region}: entry {key}, acknowledged by the other log above what it flushed, was not brought ({imported:?})"
+            ));
+        }
+        self.model.imported(region, imported.floor, &registered);
+        Ok(())
+    }
+
     /// Releases `region` on the other log, which may still be failing
     /// after earlier faults (it backs off): repeated until it returns `Ok`.
-    async fn release_on_source(&mut self, region: RegionId) -> Result<(), String> {
+    pub(super) async fn release_on_source(&mut self, region: RegionId) -> Result<(), String> {
         let Some(source) = self.source.as_mut() else {
             return Ok(());
         };
