@@ -306,8 +306,8 @@ pub use config::{AckMode, Config, CorruptionPolicy, DamagePolicy, EarlySeals, He
 pub use error::Error;
 pub use storage::{Created, ObjectMeta, ObjectStorage, Storage, StorageError, Suffix};
 pub use wal::{
-    CatchUp, Entry, FlushRequest, Follower, Hole, Imported, Lag, Takeover, TakeoverProgress, Wal,
-    WalReader,
+    CatchUp, Entry, FlushRequest, Follower, Hold, HoldInfo, Hole, Imported, Lag, Takeover,
+    TakeoverProgress, Wal, WalReader,
 };
 
 /// A region: one log stream. `u64::MAX` (release records) and

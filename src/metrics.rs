@@ -63,6 +63,12 @@ pub const UNREPLAYED_OBJECTS: &str = "objwal_unreplayed_objects";
 /// Creates sent a second time, with the same bytes, because the first had
 /// not answered after a high percentile of recent creates (`hedge_creates`).
 pub const HEDGED_CREATES_TOTAL: &str = "objwal_hedged_creates_total";
+/// Live reader holds the writer's latest collection pass saw
+/// (`Wal::holds`).
+pub const HOLDS: &str = "objwal_holds";
+/// Objects the writer's latest collection pass kept only for live reader
+/// holds (it would have deleted them otherwise).
+pub const HELD_OBJECTS: &str = "objwal_held_objects";
 
 /// Suffix reads a follower made to ask for the next key of the log (one GET
 /// each, whether an object was there or not), or for the fence of the next
@@ -85,6 +91,12 @@ pub const FOLLOW_LAG_OBJECTS: &str = "objwal_follow_lag_objects";
 /// How long ago the oldest object a follower saw landed and has not yielded
 /// was first seen, in seconds (`Follower::lag`).
 pub const FOLLOW_LAG_SECONDS: &str = "objwal_follow_lag_seconds";
+/// Generations of a hold a follower placed to move and refresh it
+/// (`Follower::keep_hold`).
+pub const FOLLOW_HOLD_REFRESHES_TOTAL: &str = "objwal_follow_hold_refreshes_total";
+/// Refreshes of a follower's hold that failed (repeated sooner; a hold not
+/// refreshed within its ttl stops pinning).
+pub const FOLLOW_HOLD_FAILURES_TOTAL: &str = "objwal_follow_hold_failures_total";
 
 /// Describes every metric to the installed recorder (units and help).
 ///
@@ -157,6 +169,19 @@ pub fn describe() {
         HEDGED_CREATES_TOTAL,
         "creates sent a second time because the first was slow"
     );
+    describe_gauge!(HOLDS, "live reader holds the latest collection pass saw");
+    describe_gauge!(
+        HELD_OBJECTS,
+        "objects the latest collection pass kept only for reader holds"
+    );
+    describe_counter!(
+        FOLLOW_HOLD_REFRESHES_TOTAL,
+        "hold generations followers placed to move and refresh their holds"
+    );
+    describe_counter!(
+        FOLLOW_HOLD_FAILURES_TOTAL,
+        "refreshes of followers' holds that failed"
+    );
     describe_counter!(
         FOLLOW_POLLS_TOTAL,
         "reads of the next key (or the next opener's fence) by followers, one GET each"
@@ -216,6 +241,8 @@ pub(crate) struct StoreMetrics {
     pub(crate) quarantined_objects: metrics::Gauge,
     pub(crate) unreplayed_objects: metrics::Gauge,
     pub(crate) hedged_creates: metrics::Counter,
+    pub(crate) holds: metrics::Gauge,
+    pub(crate) held_objects: metrics::Gauge,
 }
 
 impl StoreMetrics {
@@ -248,7 +275,9 @@ impl StoreMetrics {
             stall: metrics::histogram!(STALL_SECONDS, "prefix" => p.clone()),
             quarantined_objects: metrics::gauge!(QUARANTINED_OBJECTS, "prefix" => p.clone()),
             unreplayed_objects: metrics::gauge!(UNREPLAYED_OBJECTS, "prefix" => p.clone()),
-            hedged_creates: metrics::counter!(HEDGED_CREATES_TOTAL, "prefix" => p),
+            hedged_creates: metrics::counter!(HEDGED_CREATES_TOTAL, "prefix" => p.clone()),
+            holds: metrics::gauge!(HOLDS, "prefix" => p.clone()),
+            held_objects: metrics::gauge!(HELD_OBJECTS, "prefix" => p),
         }
     }
 }
@@ -263,6 +292,8 @@ pub(crate) struct FollowMetrics {
     pub(crate) missed_objects: metrics::Counter,
     pub(crate) lag_objects: metrics::Gauge,
     pub(crate) lag_seconds: metrics::Gauge,
+    pub(crate) hold_refreshes: metrics::Counter,
+    pub(crate) hold_failures: metrics::Counter,
 }
 
 impl FollowMetrics {
@@ -278,7 +309,9 @@ impl FollowMetrics {
             objects: metrics::counter!(FOLLOW_OBJECTS_TOTAL, "prefix" => p.clone()),
             missed_objects: metrics::counter!(FOLLOW_MISSED_OBJECTS_TOTAL, "prefix" => p.clone()),
             lag_objects: metrics::gauge!(FOLLOW_LAG_OBJECTS, "prefix" => p.clone()),
-            lag_seconds: metrics::gauge!(FOLLOW_LAG_SECONDS, "prefix" => p),
+            lag_seconds: metrics::gauge!(FOLLOW_LAG_SECONDS, "prefix" => p.clone()),
+            hold_refreshes: metrics::counter!(FOLLOW_HOLD_REFRESHES_TOTAL, "prefix" => p.clone()),
+            hold_failures: metrics::counter!(FOLLOW_HOLD_FAILURES_TOTAL, "prefix" => p),
         }
     }
 }

@@ -33,6 +33,12 @@ const FENCE_SUFFIX: &str = ".fence";
 const RELEASED_DIR: &str = "released";
 /// What separates the region from the released-through id in a marker key.
 const RELEASED_SEPARATOR: char = '-';
+/// The folder under the prefix that holds the readers' holds.
+const HOLDS_DIR: &str = "holds";
+/// What separates the numbers of a hold key.
+const HOLD_SEPARATOR: char = '-';
+/// The longest hold name, in bytes.
+pub const MAX_HOLD_NAME_LEN: usize = 64;
 /// Digits of a sequence in a key.
 const DIGITS: usize = 20;
 /// The longest key any supported object store accepts, in bytes.
@@ -154,6 +160,44 @@ impl Prefix {
         Some((number(region)?, number(through)?))
     }
 
+    /// The listing prefix of this prefix's holds (ends with `/`).
+    pub fn holds_prefix(&self) -> String {
+        format!("{}/{HOLDS_DIR}/", self.0)
+    }
+
+    /// The listing prefix of the generations of the hold `name` (ends with
+    /// `/`).
+    pub fn hold_name_prefix(&self, name: &str) -> String {
+        format!("{}/{HOLDS_DIR}/{name}/", self.0)
+    }
+
+    /// The key of `hold`: `holds/<name>/<generation>-<position>-<ttl in
+    /// ms>`, each number in 20 digits. An empty object: the key says it
+    /// all, so a writer learns every hold from one listing.
+    pub fn hold_key(&self, hold: &HoldKey) -> String {
+        format!(
+            "{}/{HOLDS_DIR}/{}/{:0DIGITS$}{HOLD_SEPARATOR}{:0DIGITS$}{HOLD_SEPARATOR}{:0DIGITS$}",
+            self.0, hold.name, hold.generation, hold.position, hold.ttl_ms
+        )
+    }
+
+    /// The hold named by `key`, if `key` is a well-formed hold key of this
+    /// prefix.
+    pub fn parse_hold_key(&self, key: &str) -> Option<HoldKey> {
+        let rest = key.strip_prefix(self.0.as_str())?.strip_prefix('/')?;
+        let rest = rest.strip_prefix(HOLDS_DIR)?.strip_prefix('/')?;
+        let (name, numbers) = rest.split_once('/')?;
+        check_hold_name(name).ok()?;
+        let mut parts = numbers.split(HOLD_SEPARATOR);
+        let hold = HoldKey {
+            name: name.to_owned(),
+            generation: number(parts.next()?)?,
+            position: number(parts.next()?)?,
+            ttl_ms: number(parts.next()?)?,
+        };
+        parts.next().is_none().then_some(hold)
+    }
+
     fn parse(&self, key: &str, dir: &str, suffix: &str) -> Option<u64> {
         let rest = key.strip_prefix(self.0.as_str())?;
         let rest = rest.strip_prefix('/')?;
@@ -161,6 +205,40 @@ impl Prefix {
         let rest = rest.strip_prefix('/')?;
         number(rest.strip_suffix(suffix)?)
     }
+}
+
+/// One generation of a reader's hold, as its key names it (see
+/// [`Prefix::hold_key`]).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct HoldKey {
+    /// The hold's name.
+    pub name: String,
+    /// Grows by one at every refresh: the highest listed is the hold.
+    pub generation: u64,
+    /// The lowest object sequence the holder still needs.
+    pub position: u64,
+    /// How long the hold lasts unrefreshed, in milliseconds.
+    pub ttl_ms: u64,
+}
+
+/// Checks a hold name: 1 to [`MAX_HOLD_NAME_LEN`] bytes of ASCII letters,
+/// digits, `.`, `_` and `-`, starting with a letter or a digit (so it is
+/// one key part on every store, never the file backend's temporary-file
+/// marker).
+pub fn check_hold_name(name: &str) -> Result<(), &'static str> {
+    if name.is_empty() || name.len() > MAX_HOLD_NAME_LEN {
+        return Err("a hold name has 1 to 64 bytes");
+    }
+    if !name.as_bytes()[0].is_ascii_alphanumeric() {
+        return Err("a hold name starts with an ASCII letter or digit");
+    }
+    if !name
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
+    {
+        return Err("a hold name has only ASCII letters, digits, '.', '_' and '-'");
+    }
+    Ok(())
 }
 
 /// The number written as exactly [`DIGITS`] decimal digits.
@@ -400,5 +478,34 @@ mod tests {
             assert!(err.reason.contains("temporary-file marker"), "{bad}: {err}");
         }
         assert!(Prefix::new("a/objwal-tmp-x").is_ok());
+    }
+
+    #[test]
+    fn hold_keys_round_trip_and_refuse_what_they_could_not_make() {
+        let p = Prefix::new("n").unwrap();
+        let hold = HoldKey {
+            name: "standby-1.eu_west".into(),
+            generation: 3,
+            position: u64::MAX,
+            ttl_ms: 600_000,
+        };
+        let key = p.hold_key(&hold);
+        assert!(key.starts_with(&p.hold_name_prefix("standby-1.eu_west")));
+        assert!(key.starts_with(&p.holds_prefix()));
+        assert_eq!(p.parse_hold_key(&key), Some(hold));
+        for bad in [
+            "n/holds/a/00000000000000000001-00000000000000000002",
+            "n/holds/a/00000000000000000001-00000000000000000002-00000000000000000003-1",
+            "n/holds/.a/00000000000000000001-00000000000000000002-00000000000000000003",
+            "n/holds/a/b/00000000000000000001-00000000000000000002-00000000000000000003",
+            "m/holds/a/00000000000000000001-00000000000000000002-00000000000000000003",
+            "n/holds/a/0000000000000000000x-00000000000000000002-00000000000000000003",
+        ] {
+            assert_eq!(p.parse_hold_key(bad), None, "{bad}");
+        }
+        for bad in ["", ".x", "-x", "a/b", "a b", &"x".repeat(65)] {
+            assert!(check_hold_name(bad).is_err(), "{bad:?}");
+        }
+        assert!(check_hold_name(&"x".repeat(64)).is_ok());
     }
 }

@@ -37,6 +37,7 @@ use crate::{EntryId, RegionId};
 #[doc(hidden)]
 pub mod bench_support;
 pub(crate) mod handoff;
+pub(crate) mod holds;
 pub(crate) mod open;
 pub(crate) mod protocol;
 pub(crate) mod read;
@@ -50,6 +51,7 @@ pub use open::damage;
 
 pub use handoff::takeover::{Takeover, TakeoverProgress};
 pub use handoff::Imported;
+pub use holds::{Hold, HoldInfo};
 use open::damage::Damage;
 use open::{open_mode, recovery};
 use protocol::{fence, retry, rules};

@@ -15,6 +15,7 @@ mod format_robustness;
 mod format_roundtrip;
 mod handoff;
 mod hanging_store;
+mod holds;
 mod hostile_input;
 mod ignored_creates;
 mod model;

@@ -187,6 +187,28 @@ impl WalReader {
         })
     }
 
+    /// Places the reader hold `name` on this reader's prefix at the first
+    /// object of its catalog (every object when it has none): while the
+    /// hold is refreshed within `ttl`, the writer's collection deletes no
+    /// object at or above its position. Give it to a follower
+    /// ([`Follower::keep_hold`](crate::Follower::keep_hold)) to have it
+    /// moved and refreshed as the follower reads; see [`Hold`](crate::Hold)
+    /// for the name, the ttl and the costs, and rfcs/0011 for when a hold
+    /// is in force (from the writer's next collection pass on: to leave no
+    /// window at all, place it with [`Hold::place`](crate::Hold::place) at 0
+    /// before opening the reader).
+    pub async fn hold(&self, name: &str, ttl: std::time::Duration) -> Result<crate::Hold, Error> {
+        let position = self.catalog.objects().next().map_or(0, |o| o.sequence);
+        crate::Hold::place_at(
+            self.read.storage.clone(),
+            self.read.prefix.clone(),
+            name,
+            ttl,
+            position,
+        )
+        .await
+    }
+
     /// The largest indexed entry id of `region`; 0 when it has none.
     pub fn latest_entry_id(&self, region: RegionId) -> EntryId {
         self.catalog.last_id(region)

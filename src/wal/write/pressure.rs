@@ -36,6 +36,21 @@ impl Wal {
         self.call(|reply| Command::Pinning { reply }).await
     }
 
+    /// The reader holds on this store's prefix as its collection's latest
+    /// pass saw them (none before its first pass): per hold its name, its
+    /// position (collection deletes nothing at or above it while the hold
+    /// is live), its ttl, whether it expired (this writer saw the same
+    /// generation for longer than the ttl), and the objects kept only for
+    /// it. Holds are placed by readers ([`WalReader::hold`](crate::WalReader::hold));
+    /// see rfcs/0011. They are not in [`pinning`](Self::pinning), whose rows
+    /// are regions that `obsolete` can free.
+    ///
+    /// Answered by the actor: it fails with [`Error::Stopped`] once the
+    /// store is stopped.
+    pub async fn holds(&self) -> Result<Vec<crate::wal::HoldInfo>, Error> {
+        self.call(|reply| Command::Holds { reply }).await
+    }
+
     /// The flush requests of this store, from now on: a region that holds
     /// more than `max_pinned_objects` indexed objects from collection is
     /// asked once per crossing of the bound (again only once it came back

@@ -112,6 +112,9 @@ pub(crate) enum Item {
     /// The entries of the objects through this key are all handed out
     /// (the lag's measure).
     Through(u64),
+    /// Every backfill ended, the last after the `add` of this generation
+    /// (the hold's floor lifts, `hold.rs`).
+    BackfillsEnded(u64),
     /// The follower cannot go on: its last item.
     Failed(Error),
 }
@@ -212,6 +215,8 @@ pub(crate) struct Engine {
     /// A hole may have swallowed a release record: list the release
     /// markers at the next step (`released.rs`).
     relist_released: bool,
+    /// The generation of the latest `add` taken in.
+    latest_generation: u64,
 }
 
 /// What a new engine starts from.
@@ -292,6 +297,7 @@ impl Engine {
             failing_since: None,
             step_failed: false,
             relist_released: false,
+            latest_generation: 0,
         }
     }
 
@@ -368,6 +374,7 @@ impl Engine {
                 from,
                 generation,
             } => {
+                self.latest_generation = self.latest_generation.max(generation);
                 let wanted = Wanted {
                     position: from,
                     hidden: 0,

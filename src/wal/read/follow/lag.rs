@@ -105,6 +105,11 @@ impl LagBook {
         self.publish();
     }
 
+    /// The last key whose object's entries were handed out.
+    pub(crate) fn through(&self) -> u64 {
+        self.seen().through
+    }
+
     /// The lag now.
     pub(crate) fn lag(&self) -> Lag {
         let seen = self.seen();

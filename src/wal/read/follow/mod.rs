@@ -35,9 +35,10 @@ use crate::{EntryId, RegionId};
 
 use crate::wal::open::damage::Damage;
 use crate::wal::read::source::{Holes, ReadContext};
-use crate::wal::{Entry, Hole, WalReader};
+use crate::wal::{Entry, Hold, Hole, WalReader};
 
 mod engine;
+mod hold;
 mod lag;
 mod poll;
 pub(crate) mod schedule;
@@ -145,6 +146,11 @@ pub struct Follower {
     holes: HoleBook,
     lag: Arc<LagBook>,
     done: bool,
+    /// No backfill reads below this object (the hold's floor).
+    floor: Arc<hold::Floor>,
+    /// The task keeping a hold, if one was given.
+    keeper: Option<hold::Keeper>,
+    metrics: FollowMetrics,
 }
 
 impl std::fmt::Debug for Follower {
@@ -196,6 +202,13 @@ impl WalReader {
         ));
         let (control, receiver) = flume::unbounded();
         let generations: BTreeMap<RegionId, u64> = starts.keys().map(|&r| (r, 0)).collect();
+        let floor = Arc::new(hold::Floor::new(
+            starts
+                .values()
+                .map(|&from| crate::format::sequence_of(from))
+                .min()
+                .unwrap_or(u64::MAX),
+        ));
         let engine = Engine::new(Start {
             storage,
             prefix,
@@ -203,7 +216,7 @@ impl WalReader {
             settings: self.follow.clone(),
             damage: self.damage.clone(),
             collected: holes.collected.clone(),
-            metrics,
+            metrics: metrics.clone(),
             lag: lag.clone(),
             catalog: self.catalog.as_ref().clone(),
             regions: starts.iter().map(|(&r, &from)| (r, from, 0)).collect(),
@@ -221,6 +234,9 @@ impl WalReader {
             holes,
             lag,
             done: false,
+            floor,
+            keeper: None,
+            metrics,
         }
     }
 }
@@ -234,6 +250,7 @@ impl Follower {
     pub fn add(&mut self, region: RegionId, from: EntryId) {
         let generation = self.next_generation;
         self.next_generation += 1;
+        self.floor.lower(crate::format::sequence_of(from));
         self.regions.insert(region, generation);
         self.positions.insert(region, from);
         self.passed.remove(&region);
@@ -243,6 +260,64 @@ impl Follower {
             from,
             generation,
         });
+    }
+
+    /// Keeps `hold` (from [`WalReader::hold`]) for as long as this
+    /// follower lives: every quarter of its ttl, a task moves it to the
+    /// lowest object the follower still needs (the object after the last
+    /// one whose entries it handed out; lower while a region's backfill
+    /// from the catalog runs) and refreshes it. The writer's collection
+    /// then deletes nothing the follower has not taken in, so a follower
+    /// that falls behind collection meets no hole (rfcs/0011, for when a
+    /// hold is in force). A refresh that fails is counted
+    /// (`objwal_follow_hold_failures_total`), logged and tried again sooner.
+    /// Dropping the follower stops the refreshes (the hold expires after
+    /// its ttl); [`take_hold`](Self::take_hold) gives it back, to release.
+    /// A hold given before replaces the one kept (which then expires).
+    ///
+    /// Call it inside a tokio runtime: the refreshes run in a spawned task.
+    ///
+    /// ```
+    /// # async fn demo() -> Result<(), objwal::Error> {
+    /// use std::time::Duration;
+    /// use objwal::{Config, Storage, Wal, WalReader};
+    /// let storage = Storage::from_url("memory://")?;
+    /// let wal = Wal::open(storage.clone(), "node-7", Config::default()).await?;
+    /// let reader = WalReader::open(storage, "node-7", Config::default()).await?;
+    /// let hold = reader.hold("standby-1", Duration::from_secs(300)).await?;
+    /// let mut follower = reader.follow([(1, 0)]);
+    /// follower.keep_hold(hold);
+    /// // ... follow; at the end, stop holding the primary's objects:
+    /// if let Some(hold) = follower.take_hold().await {
+    ///     hold.release().await?;
+    /// }
+    /// # wal.stop().await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn keep_hold(&mut self, hold: Hold) {
+        self.keeper = Some(hold::Keeper::start(
+            hold,
+            self.floor.clone(),
+            self.lag.clone(),
+            self.metrics.clone(),
+        ));
+    }
+
+    /// Stops refreshing the hold given to [`keep_hold`](Self::keep_hold)
+    /// and gives it back, at the position it last moved it to (`None` if
+    /// none was given). Release it, or keep it another way.
+    pub async fn take_hold(&mut self) -> Option<Hold> {
+        match self.keeper.take() {
+            Some(keeper) => keeper.stop().await,
+            None => None,
+        }
+    }
+
+    /// The object sequence a hold kept by this follower moves to next:
+    /// the lowest object it still needs.
+    pub fn hold_position(&self) -> u64 {
+        hold::needed(&self.floor, &self.lag)
     }
 
     /// Stops following `region`: none of its entries comes after this
@@ -422,6 +497,11 @@ impl Follower {
                 }
                 Item::CaughtUp(token) => return Poll::Ready(Some(Event::CaughtUp(token))),
                 Item::Through(sequence) => self.lag.yielded_through(sequence),
+                Item::BackfillsEnded(generation) => {
+                    if generation.saturating_add(1) == self.next_generation {
+                        self.floor.lift();
+                    }
+                }
                 Item::Failed(error) => {
                     self.done = true;
                     return Poll::Ready(Some(Event::Item(Err(error))));

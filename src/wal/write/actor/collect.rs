@@ -18,6 +18,12 @@
 //! them); whether it lands or not, the next writer's first pass lists
 //! every key below the boundary and deletes what is left.
 //!
+//! Reader holds (rfcs/0011): every pass first lists `holds/` and deletes
+//! nothing at or above the position of a live hold. A pass that a hold
+//! held back is repeated no sooner than a quarter of the holding ttl (at
+//! least one flush interval): holders move their holds about that often,
+//! so the listings a hold costs stay bounded.
+//!
 //! An idle store still collects: when the boundary it would write now is
 //! ahead of the durable one and indexed objects lie below it, a tick writes
 //! one empty object that carries it (at most once per flush interval).
@@ -42,6 +48,7 @@ use tokio::time::Instant;
 
 use crate::storage::keys::Prefix;
 use crate::storage::{ObjectStorage, Storage, StorageError};
+use crate::wal::holds::{HoldInfo, HoldsView};
 
 use super::super::policy::SealReason;
 use super::Actor;
@@ -61,6 +68,14 @@ pub(crate) struct Pass {
     failed: Vec<(u64, StorageError)>,
     more: bool,
     list_error: Option<StorageError>,
+    /// The holds as this pass saw them (`None` when it could not list
+    /// them).
+    holds: Option<(HoldsView, Vec<HoldInfo>)>,
+    /// Objects kept only for live holds.
+    held: u64,
+    /// When a live hold held the pass back: how long to wait before the
+    /// next one.
+    held_back: Option<std::time::Duration>,
 }
 
 /// The collection room: passes in flight and what they deleted.
@@ -80,6 +95,12 @@ pub(super) struct Collector {
     pub(super) abandon_at: Option<Instant>,
     /// Settle markers and fillers: never deleted.
     keep: std::sync::Arc<BTreeSet<u64>>,
+    /// When this writer first saw each hold generation.
+    holds_view: HoldsView,
+    /// The holds as the latest pass saw them.
+    pub(super) holds: Vec<HoldInfo>,
+    /// No pass starts before this: a hold held the last one back.
+    held_until: Option<Instant>,
 }
 
 impl Collector {
@@ -94,6 +115,9 @@ impl Collector {
             tick_at: None,
             abandon_at: None,
             keep: std::sync::Arc::new(keep),
+            holds_view: HoldsView::default(),
+            holds: Vec::new(),
+            held_until: None,
         }
     }
 
@@ -124,6 +148,12 @@ impl Actor {
         if self.refusal().is_some() || !self.collector.passes.is_empty() {
             return;
         }
+        if let Some(until) = self.collector.held_until {
+            if Instant::now() < until {
+                return;
+            }
+            self.collector.held_until = None;
+        }
         let Some(tip) = self.catalog.tip() else {
             return;
         };
@@ -142,9 +172,10 @@ impl Actor {
         let storage = self.storage.clone();
         let prefix = self.prefix.clone();
         let keep = self.collector.keep.clone();
-        self.collector
-            .passes
-            .push(tokio::spawn(collect(storage, prefix, boundary, keep)));
+        let holds = self.collector.holds_view.clone();
+        self.collector.passes.push(tokio::spawn(collect(
+            storage, prefix, boundary, keep, holds,
+        )));
     }
 
     pub(super) fn on_pass(&mut self, done: Result<Pass, JoinError>) {
@@ -160,6 +191,14 @@ impl Actor {
             .deleted_objects
             .increment(pass.deleted.len() as u64);
         self.collector.remember(&pass.deleted);
+        if let Some((view, holds)) = pass.holds {
+            self.metrics
+                .holds
+                .set(holds.iter().filter(|h| !h.expired).count() as f64);
+            self.metrics.held_objects.set(pass.held as f64);
+            self.collector.holds_view = view;
+            self.collector.holds = holds;
+        }
         if let Some(error) = &pass.list_error {
             tracing::warn!(%error, "listing for collection failed; retried later");
             self.retry_collect_later();
@@ -174,6 +213,13 @@ impl Actor {
         } else {
             if !pass.more {
                 self.collector.collected_boundary = pass.boundary;
+            }
+            if let Some(wait) = pass.held_back {
+                let until = Instant::now() + wait.max(self.config.flush_interval);
+                self.collector.held_until = Some(until);
+                self.collector.tick_at =
+                    Some(self.collector.tick_at.map_or(until, |t| t.min(until)));
+                return;
             }
             // More to delete, or a boundary that moved during the pass; a
             // failed pass waits for its retry tick instead.
@@ -256,13 +302,15 @@ impl Actor {
     }
 }
 
-/// One pass: list, then delete up to [`PASS_LIMIT`] objects below `boundary`
-/// (never a settle marker in `keep`).
+/// One pass: list the holds, then the objects, then delete up to
+/// [`PASS_LIMIT`] objects below `boundary` and below every live hold's
+/// position (never a settle marker or filler in `keep`).
 async fn collect(
     storage: Storage,
     prefix: Prefix,
     boundary: u64,
     keep: std::sync::Arc<BTreeSet<u64>>,
+    mut view: HoldsView,
 ) -> Pass {
     let mut pass = Pass {
         boundary,
@@ -270,7 +318,38 @@ async fn collect(
         failed: Vec::new(),
         more: false,
         list_error: None,
+        holds: None,
+        held: 0,
+        held_back: None,
     };
+    // Holds first: a hold that lands after this listing was placed while
+    // the objects this pass may delete were already below the durable
+    // boundary (rfcs/0011, "When a hold is in force").
+    let holds = match storage.list(&prefix.holds_prefix()).await {
+        Ok(listed) => listed,
+        Err(e) => {
+            pass.list_error = Some(e);
+            return pass;
+        }
+    };
+    let seen = view.update(
+        holds
+            .iter()
+            .filter_map(|meta| prefix.parse_hold_key(&meta.key))
+            .collect(),
+        Instant::now(),
+    );
+    let live: Vec<&crate::storage::keys::HoldKey> = seen
+        .iter()
+        .filter_map(|(key, live)| live.then_some(key))
+        .collect();
+    let holding = live
+        .iter()
+        .filter(|k| k.position < boundary)
+        .min_by_key(|k| k.position);
+    let limit = holding.map_or(boundary, |k| k.position);
+    pass.boundary = limit;
+    pass.held_back = holding.map(|k| std::time::Duration::from_millis(k.ttl_ms / 4));
     let listed = match storage.list(&prefix.objects_prefix()).await {
         Ok(listed) => listed,
         Err(e) => {
@@ -278,12 +357,37 @@ async fn collect(
             return pass;
         }
     };
-    let mut victims: Vec<(u64, String)> = listed
+    let below: Vec<(u64, String)> = listed
         .into_iter()
         .filter_map(|meta| {
             let sequence = prefix.parse_object_key(&meta.key)?;
             (sequence < boundary && !keep.contains(&sequence)).then_some((sequence, meta.key))
         })
+        .collect();
+    let spared: Vec<u64> = below
+        .iter()
+        .map(|&(sequence, _)| sequence)
+        .filter(|&s| s >= limit)
+        .collect();
+    pass.held = spared.len() as u64;
+    let infos = seen
+        .iter()
+        .map(|(key, live)| HoldInfo {
+            name: key.name.clone(),
+            position: key.position,
+            ttl: std::time::Duration::from_millis(key.ttl_ms),
+            expired: !live,
+            held_objects: if *live {
+                spared.iter().filter(|&&s| s >= key.position).count() as u64
+            } else {
+                0
+            },
+        })
+        .collect();
+    pass.holds = Some((view, infos));
+    let mut victims: Vec<(u64, String)> = below
+        .into_iter()
+        .filter(|&(sequence, _)| sequence < limit)
         .collect();
     pass.more = victims.len() > PASS_LIMIT;
     victims.truncate(PASS_LIMIT);

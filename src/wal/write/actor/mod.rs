@@ -134,6 +134,10 @@ pub(crate) enum Command {
     Pinning {
         reply: Reply<Vec<crate::catalog::Pinning>>,
     },
+    /// The reader holds the latest collection pass saw (`collect.rs`).
+    Holds {
+        reply: Reply<Vec<crate::wal::HoldInfo>>,
+    },
     /// A subscription to flush requests (`pinning.rs`).
     FlushRequests {
         reply: Reply<flume::Receiver<crate::wal::FlushRequest>>,
@@ -443,6 +447,9 @@ impl Actor {
             }
             Command::FlushRequests { reply } => {
                 let _ = reply.send(Ok(self.pins.subscribe()));
+            }
+            Command::Holds { reply } => {
+                let _ = reply.send(Ok(self.collector.holds.clone()));
             }
             Command::ReplayPage {
                 wanted,

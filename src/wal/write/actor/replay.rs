@@ -44,6 +44,9 @@ impl super::Command {
             Command::Pinning { reply } => {
                 let _ = reply.send(Err(error));
             }
+            Command::Holds { reply } => {
+                let _ = reply.send(Err(error));
+            }
             // A stopped store sends no flush request: the stream ends.
             Command::FlushRequests { reply } => drop(reply),
             _ => {}

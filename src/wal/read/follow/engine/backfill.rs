@@ -73,6 +73,8 @@ impl Engine {
             .filter(|r| self.regions.contains_key(r))
             .collect();
         if regions.is_empty() {
+            self.out
+                .push_back(super::Item::BackfillsEnded(self.latest_generation));
             return;
         }
         let wanted: Arc<[(RegionId, EntryId)]> = regions
@@ -113,6 +115,10 @@ impl Engine {
             None => {
                 if let Some(done) = self.backfill.take() {
                     self.end_backfill(done);
+                }
+                if self.queued.is_empty() {
+                    self.out
+                        .push_back(super::Item::BackfillsEnded(self.latest_generation));
                 }
             }
         }
