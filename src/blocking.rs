@@ -267,6 +267,12 @@ impl Wal {
         self.call(|wal| async move { wal.pinning().await })
     }
 
+    /// [`crate::Wal::holds`]: the reader holds the latest collection pass
+    /// saw.
+    pub fn holds(&self) -> Result<Vec<crate::HoldInfo>, Error> {
+        self.call(|wal| async move { wal.holds().await })
+    }
+
     /// [`crate::Wal::stop`]: drains what was admitted and stops;
     /// idempotent. The runtime stays up until the last clone is dropped.
     pub fn stop(&self) -> Result<(), Error> {
@@ -410,6 +416,15 @@ impl WalReader {
         }
     }
 
+    /// [`crate::WalReader::hold`]: places the reader hold `name` at this
+    /// reader's first object; give it to a follower
+    /// ([`Follower::keep_hold`]) to have it moved and refreshed.
+    pub fn hold(&self, name: &str, ttl: Duration) -> Result<crate::Hold, Error> {
+        let reader = self.reader.clone();
+        let name = name.to_owned();
+        wait(&self.handle, async move { reader.hold(&name, ttl).await })
+    }
+
     /// The async reader, for what this handle does not wrap.
     pub fn as_async(&self) -> &crate::WalReader {
         &self.reader
@@ -498,6 +513,34 @@ impl Follower {
             .as_ref()
             .map(crate::Follower::lag)
             .unwrap_or_default()
+    }
+
+    /// [`crate::Follower::keep_hold`]: keeps `hold` moved to what this
+    /// follower has not taken in, refreshed every quarter of its ttl, on
+    /// the reader's runtime (also while the caller does other work).
+    pub fn keep_hold(&mut self, hold: crate::Hold) {
+        let _entered = self.handle.enter();
+        if let Some(follower) = self.follower.as_mut() {
+            follower.keep_hold(hold);
+        }
+    }
+
+    /// Stops keeping the hold and releases it ([`crate::Hold::release`]):
+    /// from the writer's next collection pass on it pins nothing. `Ok`
+    /// when no hold was kept.
+    pub fn release_hold(&mut self) -> Result<(), Error> {
+        let Some(mut follower) = self.follower.take() else {
+            return Err(ended());
+        };
+        let (follower, released) = wait(&self.handle, async move {
+            let released = match follower.take_hold().await {
+                Some(hold) => hold.release().await,
+                None => Ok(()),
+            };
+            Ok::<_, Error>((follower, released))
+        })?;
+        self.follower = Some(follower);
+        released
     }
 
     /// [`crate::Follower::holes`]: what could not be read of `region`.

@@ -9,6 +9,14 @@
 //! show. `--raw` writes `dump --raw`'s binary frames (`id: u64 LE | length:
 //! u32 LE | payload`), each flushed as it lands; it refuses a terminal.
 //!
+//! For a standby operator: `--hold NAME` places a reader hold on the
+//! prefix (rfcs/0011) that the follower keeps moved to what it has shown
+//! and refreshed every quarter of `--hold-ttl` (5 min by default), so the
+//! writer's collection deletes nothing it has not shown; it is released
+//! when the command ends (a killed command's hold expires after its ttl).
+//! `--lag-every DURATION` prints the follower's lag on stderr at that
+//! interval (`lag: N objects, oldest S s`); the last line gives it too.
+//!
 //! It stops with exit 0 on SIGINT (Ctrl-C), printing (in text mode) a
 //! summary line, and when the region is released (saying so on stderr).
 //! Holes (entries it could not show) are named on stderr as it finds them
@@ -40,6 +48,17 @@ pub struct TailArgs {
     /// instead of lines.
     #[arg(long)]
     raw: bool,
+    /// Hold the writer's collection at what this command has not shown
+    /// yet, under this name (released at the end).
+    #[arg(long, value_name = "NAME")]
+    hold: Option<String>,
+    /// How long the hold lasts if this command dies without releasing it.
+    #[arg(long, default_value = "5m", value_parser = humantime::parse_duration)]
+    hold_ttl: std::time::Duration,
+    /// Print the lag (objects landed and not shown, and the age of the
+    /// oldest) on stderr at this interval.
+    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
+    lag_every: Option<std::time::Duration>,
 }
 
 /// Runs `tail`.
@@ -53,15 +72,75 @@ pub async fn run(prefix: &str, args: TailArgs) -> CliResult {
             .max(reader.released_through(region)),
     };
     let mut follower = reader.follow([(region, start)]);
+    if let Some(name) = &args.hold {
+        let hold = reader.hold(name, args.hold_ttl).await?;
+        eprintln!(
+            "objwal tail: holding the writer's collection as {name:?} from object {} \
+             (ttl {})",
+            hold.position(),
+            humantime::format_duration(args.hold_ttl)
+        );
+        follower.keep_hold(hold);
+    }
     eprintln!(
         "objwal tail: following region {region} of prefix {prefix} above {} (Ctrl-C stops)",
         Dotted(start)
     );
+    let result = follow(&mut follower, region, &args).await;
+    if let Some(hold) = follower.take_hold().await {
+        let name = hold.name().to_owned();
+        match hold.release().await {
+            Ok(()) => eprintln!("objwal tail: released the hold {name:?}"),
+            Err(e) => eprintln!("objwal tail: cannot release the hold {name:?} (it expires): {e}"),
+        }
+    }
+    let (count, bytes, holes) = result?;
+    if !args.raw {
+        let mut out = std::io::stdout().lock();
+        let _ = writeln!(
+            out,
+            "region {region}: {count} entries, {bytes} bytes above {}",
+            Dotted(start)
+        );
+        let _ = out.flush();
+    }
+    eprintln!("objwal tail: {}", lag_line(&follower));
+    if holes > 0 {
+        eprintln!("objwal tail: region {region} has {holes} holes");
+    }
+    Ok(())
+}
+
+fn lag_line(follower: &objwal::Follower) -> String {
+    let lag = follower.lag();
+    format!(
+        "lag: {} objects, oldest {:.1} s",
+        lag.objects,
+        lag.age.as_secs_f64()
+    )
+}
+
+/// Shows the entries until Ctrl-C, the release, a closed pipe or a
+/// failure: how many entries and bytes, and the holes.
+async fn follow(
+    follower: &mut objwal::Follower,
+    region: u64,
+    args: &TailArgs,
+) -> Result<(u64, u64, usize), CliError> {
     let mut interrupted = std::pin::pin!(tokio::signal::ctrl_c());
     let (mut count, mut bytes, mut holes) = (0u64, 0u64, 0usize);
+    let mut report = args.lag_every.map(|every| {
+        let mut ticks = tokio::time::interval(every);
+        ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        ticks
+    });
     loop {
         let item = tokio::select! {
             _ = &mut interrupted => break,
+            Some(_) = async { Some(report.as_mut()?.tick().await) }, if report.is_some() => {
+                eprintln!("objwal tail: {}", lag_line(follower));
+                continue;
+            }
             item = follower.next() => item,
         };
         match item {
@@ -71,7 +150,7 @@ pub async fn run(prefix: &str, args: TailArgs) -> CliResult {
                 match write(&entry, args.raw) {
                     Ok(()) => {}
                     // A closed pipe (`objwal tail ... | head`) ends the output.
-                    Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => return Ok(()),
+                    Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => break,
                     Err(e) => return Err(CliError::Failed(format!("cannot write: {e}"))),
                 }
             }
@@ -93,19 +172,7 @@ pub async fn run(prefix: &str, args: TailArgs) -> CliResult {
         }
         holes = found.len();
     }
-    if !args.raw {
-        let mut out = std::io::stdout().lock();
-        let _ = writeln!(
-            out,
-            "region {region}: {count} entries, {bytes} bytes above {}",
-            Dotted(start)
-        );
-        let _ = out.flush();
-    }
-    if holes > 0 {
-        eprintln!("objwal tail: region {region} has {holes} holes");
-    }
-    Ok(())
+    Ok((count, bytes, holes))
 }
 
 /// Writes one entry as `dump` does, and flushes it: it shows as it lands.

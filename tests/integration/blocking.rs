@@ -7,7 +7,7 @@ use std::sync::mpsc;
 
 use objwal::blocking::Wal;
 use objwal::storage::MemoryStorage;
-use objwal::{AckMode, Config, Error, Storage};
+use objwal::{AckMode, Config, Error, ObjectStorage, Storage};
 
 use crate::common::{b, payloads, DEADLINE};
 
@@ -404,6 +404,52 @@ fn a_blocking_follower_iterates_times_out_catches_up_and_reports_its_lag() {
         primary.append(vec![(1, b("f"))]).unwrap();
         let next = follower.next_timeout(DEADLINE).unwrap().expect("f lands");
         assert_eq!(payloads(&[next]), ["f"]);
+        primary.stop().unwrap();
+    });
+}
+
+/// Issue 31 item 2 for a synchronous standby: the blocking reader places a
+/// hold, its follower keeps it, the primary reports it (`holds`), and
+/// `release_hold` removes it from the store.
+#[test]
+fn a_blocking_follower_keeps_and_releases_a_hold() {
+    on_a_thread(|| {
+        let storage = Storage::new(MemoryStorage::new());
+        let config = Config {
+            flush_interval: std::time::Duration::from_millis(10),
+            ..Config::default()
+        };
+        let primary = Wal::open(storage.clone(), "standby", config.clone()).unwrap();
+        let id = primary.append(vec![(1, b("a"))]).unwrap()[0];
+        let reader = objwal::blocking::WalReader::open(storage.clone(), "standby", config).unwrap();
+        let hold = reader
+            .hold("standby-1", std::time::Duration::from_secs(60))
+            .unwrap();
+        let mut follower = reader.follow([(1, 0)]);
+        follower.keep_hold(hold);
+        assert_eq!(follower.next().unwrap().unwrap().id, id);
+        // The primary's collection sees the hold at its next pass.
+        primary.obsolete(1, id).unwrap();
+        primary.append(vec![(1, b("b"))]).unwrap();
+        let listed = |storage: &Storage| {
+            let storage = storage.clone();
+            tokio::runtime::Runtime::new()
+                .unwrap()
+                .block_on(async move { storage.list("standby/holds/").await.unwrap().len() })
+        };
+        assert_eq!(listed(&storage), 1);
+        let deadline = std::time::Instant::now() + DEADLINE;
+        while primary.holds().unwrap().is_empty() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the primary never saw the hold"
+            );
+            primary.flush().unwrap();
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        assert_eq!(primary.holds().unwrap()[0].name, "standby-1");
+        follower.release_hold().unwrap();
+        assert_eq!(listed(&storage), 0);
         primary.stop().unwrap();
     });
 }

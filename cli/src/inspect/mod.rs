@@ -71,6 +71,20 @@ struct Inspection {
     unreplayed: Vec<UnreplayedInfo>,
     /// Objects `objwal repair` moved under `quarantine/`.
     quarantined: Vec<QuarantinedInfo>,
+    /// Readers' holds (rfcs/0011): per name, its newest generation. Whether
+    /// one expired only its writer can tell (it judges by its own clock).
+    holds: Vec<HoldView>,
+}
+
+#[derive(Debug, Serialize)]
+struct HoldView {
+    name: String,
+    generation: u64,
+    /// The lowest object sequence it holds from collection.
+    position: u64,
+    ttl_ms: u64,
+    /// Objects under `objects/` at or above its position.
+    objects_at_or_above: usize,
 }
 
 #[derive(Debug, Serialize)]
@@ -217,7 +231,9 @@ async fn inspect(
         Some(_) => o.state == "unknown",
     });
     let regions = summarize(history);
+    let holds = holds(storage, prefix, &objects).await?;
     Ok(Inspection {
+        holds,
         prefix: prefix.as_str().to_owned(),
         object_count: objects.len(),
         bytes: objects.iter().map(|o| o.size).sum(),
@@ -252,6 +268,39 @@ async fn inspect(
             })
             .collect(),
     })
+}
+
+/// The newest generation of every hold under the prefix: one listing.
+async fn holds(
+    storage: &Storage,
+    prefix: &Prefix,
+    objects: &[ObjectInfo],
+) -> Result<Vec<HoldView>, CliError> {
+    let mut newest: BTreeMap<String, objwal::storage::keys::HoldKey> = BTreeMap::new();
+    for meta in storage.list(&prefix.holds_prefix()).await? {
+        let Some(key) = prefix.parse_hold_key(&meta.key) else {
+            continue;
+        };
+        if newest
+            .get(&key.name)
+            .is_none_or(|held| held.generation < key.generation)
+        {
+            newest.insert(key.name.clone(), key);
+        }
+    }
+    Ok(newest
+        .into_values()
+        .map(|key| HoldView {
+            objects_at_or_above: objects
+                .iter()
+                .filter(|o| o.sequence.is_some_and(|s| s >= key.position))
+                .count(),
+            name: key.name,
+            generation: key.generation,
+            position: key.position,
+            ttl_ms: key.ttl_ms,
+        })
+        .collect())
 }
 
 /// One object from its tail (state "ok" until the chain is known). A tail
@@ -415,6 +464,16 @@ fn print_text(i: &Inspection) {
     out!("{}", i.health);
     if let Some(e) = &i.recovery_error {
         out!("recovery failed: {e}");
+    }
+    for h in &i.holds {
+        out!(
+            "hold {:?}: from object {} ({} objects at or above), ttl {} ms, generation {}",
+            h.name,
+            h.position,
+            h.objects_at_or_above,
+            h.ttl_ms,
+            h.generation
+        );
     }
     out!(
         "{:>10} {:>6} {:>14} {:>8} {:>10} {:>11}  segments (region: entries, first..last id as sequence.position)",

@@ -34,6 +34,37 @@ async fn inspect_prints_ids_as_sequence_position_in_both_tables() {
     assert!(!out.contains(&again.to_string()), "a raw id in:\n{out}");
 }
 
+/// Issue 31: an operator sees the readers' holds on a prefix, in text and
+/// in JSON.
+#[tokio::test]
+async fn inspect_shows_the_readers_holds() {
+    let dir = tempfile::tempdir().unwrap();
+    written_store(dir.path()).await;
+    let storage = Storage::new(FileStorage::open(dir.path()).unwrap());
+    let ttl = std::time::Duration::from_secs(90);
+    let hold = objwal::Hold::place(storage, "t", "standby-9", ttl, 2)
+        .await
+        .unwrap();
+    let o = objwal(&["--prefix", "t", "inspect", &url(dir.path())]);
+    assert_exit(&o, 0);
+    let out = stdout(&o);
+    let line = out
+        .lines()
+        .find(|l| l.starts_with("hold \"standby-9\""))
+        .unwrap_or_else(|| panic!("no hold line in:\n{out}"));
+    assert!(
+        line.contains("from object 2") && line.contains("ttl 90000 ms"),
+        "{line}"
+    );
+    let o = objwal(&["--prefix", "t", "inspect", "--json", &url(dir.path())]);
+    let json: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(json["holds"][0]["name"], "standby-9");
+    assert_eq!(json["holds"][0]["position"], 2);
+    hold.release().await.unwrap();
+    let o = objwal(&["--prefix", "t", "inspect", &url(dir.path())]);
+    assert!(!stdout(&o).contains("hold \""), "{}", stdout(&o));
+}
+
 #[tokio::test]
 async fn dump_of_a_released_region_says_it_was_released() {
     let dir = tempfile::tempdir().unwrap();

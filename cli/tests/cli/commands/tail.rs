@@ -113,3 +113,53 @@ async fn tail_raw_writes_frames_of_what_lands_after_it_started() {
     assert!(rest.is_empty(), "raw output holds frames only: {rest:?}");
     wal.stop().await.unwrap();
 }
+
+/// Issue 31: what a standby operator needs. `--hold` places a reader hold
+/// that the writer's collection sees (`Wal::holds`) and releases it at the
+/// end; `--lag-every` prints the lag on stderr, as does the last line.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tail_holds_the_writers_collection_reports_its_lag_and_releases_the_hold() {
+    use objwal::ObjectStorage;
+    let dir = tempfile::tempdir().unwrap();
+    let wal = writer(dir.path()).await;
+    let mut child = tail(
+        dir.path(),
+        &["--from", "0", "--hold", "op-1", "--lag-every", "50ms"],
+    );
+    let mut stderr = BufReader::new(child.stderr.take().unwrap()).lines();
+    let holding = next_line(&mut stderr).await;
+    assert!(
+        holding.contains("holding the writer's collection as \"op-1\""),
+        "{holding}"
+    );
+    assert!(next_line(&mut stderr).await.contains("following region 1"));
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    assert!(next_line(&mut lines).await.ends_with("\"before\""));
+    let lag = next_line(&mut stderr).await;
+    assert!(lag.starts_with("objwal tail: lag: "), "{lag}");
+    // The writer's next collection pass sees the hold.
+    let id = wal.append(vec![(1, b("x"))]).await.unwrap()[0];
+    wal.obsolete(1, id).await.unwrap();
+    within(async {
+        while wal.holds().await.unwrap().is_empty() {
+            wal.append(vec![(2, b("tick"))]).await.unwrap();
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+    })
+    .await;
+    assert_eq!(wal.holds().await.unwrap()[0].name, "op-1");
+    let status = interrupt(&mut child).await;
+    assert_eq!(status.code(), Some(0), "{status:?}");
+    let mut rest = Vec::new();
+    while let Ok(Some(line)) = within(stderr.next_line()).await {
+        rest.push(line);
+    }
+    assert!(
+        rest.iter()
+            .any(|l| l.contains("released the hold \"op-1\"")),
+        "{rest:?}"
+    );
+    let storage = Storage::new(FileStorage::open(dir.path()).unwrap());
+    assert!(storage.list("t/holds/").await.unwrap().is_empty());
+    wal.stop().await.unwrap();
+}
