@@ -69,18 +69,22 @@ impl Hold {
     /// (a follower given it with [`Follower::keep_hold`](crate::Follower::keep_hold)
     /// moves it up as it reads).
     ///
-    /// `name`: 1 to 64 ASCII letters, digits, `.`, `_`, `-`, starting with
-    /// a letter or digit; one name per holder. `ttl`: how long the hold
-    /// lasts unrefreshed, at least a millisecond; the writer judges it on
-    /// its own clock, from when it first saw the hold's latest generation.
+    /// `config`: its `request_timeout` bounds every request of the hold
+    /// (this call's and those of later refreshes). `name`: 1 to 64 ASCII
+    /// letters, digits, `.`, `_`, `-`, starting with a letter or digit; one
+    /// name per holder. `ttl`: how long the hold lasts unrefreshed, at least
+    /// a millisecond; the writer judges it on its own clock, from when it
+    /// first saw the hold's latest generation.
     pub async fn place(
         storage: Storage,
         prefix: &str,
+        config: &crate::Config,
         name: &str,
         ttl: Duration,
         position: u64,
     ) -> Result<Hold, Error> {
         let prefix = Prefix::new(prefix)?;
+        let storage = storage.with_request_timeout(config.request_timeout);
         Self::place_at(storage, prefix, name, ttl, position).await
     }
 

@@ -173,9 +173,16 @@ async fn an_unrefreshed_hold_expires_and_collection_goes_on() {
     let storage = faulty_memory().storage();
     let wal = open(&storage, config()).await;
     let ttl = Duration::from_secs(5);
-    let hold = within(Hold::place(storage.clone(), PREFIX, "dead-standby", ttl, 0))
-        .await
-        .unwrap();
+    let hold = within(Hold::place(
+        storage.clone(),
+        PREFIX,
+        &config(),
+        "dead-standby",
+        ttl,
+        0,
+    ))
+    .await
+    .unwrap();
     let ids = churn(&wal, 10).await;
     tokio::time::sleep(ttl / 2).await;
     let first = objects(&storage).await;
@@ -198,9 +205,16 @@ async fn an_unrefreshed_hold_expires_and_collection_goes_on() {
 async fn a_writer_that_restarts_keeps_a_live_hold() {
     let storage = faulty_memory().storage();
     let wal = open(&storage, config()).await;
-    let hold = within(Hold::place(storage.clone(), PREFIX, "standby", TTL, 0))
-        .await
-        .unwrap();
+    let hold = within(Hold::place(
+        storage.clone(),
+        PREFIX,
+        &config(),
+        "standby",
+        TTL,
+        0,
+    ))
+    .await
+    .unwrap();
     churn(&wal, 10).await;
     wal.stop().await.unwrap();
     let wal = open(&storage, config()).await;
@@ -218,12 +232,26 @@ async fn a_writer_that_restarts_keeps_a_live_hold() {
 async fn a_hold_placed_again_takes_over_and_bad_input_is_refused() {
     let storage = faulty_memory().storage();
     let wal = open(&storage, config()).await;
-    let old = within(Hold::place(storage.clone(), PREFIX, "s-1", TTL, 3))
-        .await
-        .unwrap();
-    let mut new = within(Hold::place(storage.clone(), PREFIX, "s-1", TTL, 5))
-        .await
-        .unwrap();
+    let old = within(Hold::place(
+        storage.clone(),
+        PREFIX,
+        &config(),
+        "s-1",
+        TTL,
+        3,
+    ))
+    .await
+    .unwrap();
+    let mut new = within(Hold::place(
+        storage.clone(),
+        PREFIX,
+        &config(),
+        "s-1",
+        TTL,
+        5,
+    ))
+    .await
+    .unwrap();
     within(new.advance(7)).await.unwrap();
     let keys: Vec<String> = storage
         .list(&format!("{PREFIX}/holds/"))
@@ -244,14 +272,30 @@ async fn a_hold_placed_again_takes_over_and_bad_input_is_refused() {
         ("a b", TTL),
         ("ok", Duration::ZERO),
     ] {
-        let refused = within(Hold::place(storage.clone(), PREFIX, name, ttl, 0)).await;
+        let refused = within(Hold::place(
+            storage.clone(),
+            PREFIX,
+            &config(),
+            name,
+            ttl,
+            0,
+        ))
+        .await;
         assert!(
             matches!(refused, Err(Error::InvalidArgument { .. })),
             "{name:?} {ttl:?}: {refused:?}"
         );
     }
     let long = "p".repeat(960);
-    let refused = within(Hold::place(storage.clone(), &long, "standby", TTL, 0)).await;
+    let refused = within(Hold::place(
+        storage.clone(),
+        &long,
+        &config(),
+        "standby",
+        TTL,
+        0,
+    ))
+    .await;
     assert!(
         matches!(refused, Err(Error::InvalidArgument { .. })),
         "{refused:?}"
@@ -349,9 +393,16 @@ async fn a_hold_costs_a_bounded_number_of_requests_per_hour() {
         .await
         .unwrap();
     let ttl = Duration::from_secs(300);
-    let hold = within(Hold::place(storage.clone(), PREFIX, "standby", ttl, 0))
-        .await
-        .unwrap();
+    let hold = within(Hold::place(
+        storage.clone(),
+        PREFIX,
+        &config(),
+        "standby",
+        ttl,
+        0,
+    ))
+    .await
+    .unwrap();
     let mut follower = reader.follow([(1, EntryId::MAX)]);
     follower.keep_hold(hold);
     churn(&wal, 5).await;

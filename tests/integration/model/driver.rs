@@ -369,13 +369,20 @@ impl Driver {
         Ok(wal)
     }
 
-    /// The keys under the prefix (read past the faults).
+    /// The keys the store writes under the prefix (read past the faults):
+    /// not the readers' holds, which a follower places and moves while the
+    /// store is stopped.
     async fn keys(&self) -> Result<BTreeSet<String>, String> {
         let inner = self.faulty.inner().clone();
         let listed = within("a list of the prefix", inner.list(&format!("{PREFIX}/")))
             .await?
             .map_err(|e| format!("listing the prefix: {e}"))?;
-        Ok(listed.into_iter().map(|m| m.key).collect())
+        let holds = format!("{PREFIX}/holds/");
+        Ok(listed
+            .into_iter()
+            .map(|m| m.key)
+            .filter(|k| !k.starts_with(&holds))
+            .collect())
     }
 
     /// A store whose `stop` returned writes and deletes nothing more (a
@@ -679,7 +686,7 @@ impl Driver {
                 self.following = None;
                 self.damage(*pick, *delete).await
             }
-            Op::Follow { from } => self.follow(from, faulty).await,
+            Op::Follow { from, held } => self.follow(from, *held, faulty).await,
             Op::CatchUp => self.catch_up(faulty).await,
             Op::FollowInFlight { region, n } => self.follow_in_flight(*region, *n, faulty).await,
             Op::ObsoleteUnlanded { region } => self.obsolete_unlanded(*region, faulty).await,

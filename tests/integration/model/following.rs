@@ -8,6 +8,14 @@
 //! is forever"). What it yields is durable: an admitted entry it yields is
 //! promised from then on (it must replay after any crash).
 //!
+//! A held follower (`Op::Follow` with `held`): a reader hold placed at 0
+//! before its reader opens and kept by the follower (rfcs/0011). The
+//! writer's collection must delete nothing it has not taken in: with no
+//! fault, corruption or damage in the case, it meets no hole at all,
+//! though it falls behind collection between catch-ups (an unheld one
+//! does: `holes a held follower was spared` counts where an unheld
+//! follower met them).
+//!
 //! Over a jump (`Op::FollowJump`): the writer's object carries a jump
 //! record, the next one lies above it; a follower at that object polls
 //! the key the jump names and yields the next entry within three
@@ -20,7 +28,7 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use objwal::storage::fault::HoldPoint;
-use objwal::{Entry, Error, Follower, RegionId, WalReader};
+use objwal::{Entry, Error, Follower, Hold, RegionId, WalReader};
 
 use super::driver::{within, Call, Driver, PREFIX};
 use super::steps::{From, REGIONS};
@@ -38,7 +46,12 @@ pub struct Following {
     /// while a fault was armed): under `on_corrupted_segment = "fail"` the
     /// follower fails where it reaches their holes, later, fault or not.
     pub(super) damaged_at_open: bool,
+    /// It keeps a hold placed before its reader opened.
+    held: bool,
 }
+
+/// The hold's ttl: longer than any case, so only a bug lets it lapse.
+const HOLD_TTL: Duration = Duration::from_secs(24 * 3600);
 
 impl Driver {
     /// Opens a follower of `from`'s regions (replacing any), through a
@@ -46,6 +59,7 @@ impl Driver {
     pub(super) async fn follow(
         &mut self,
         from: &[(u64, From)],
+        held: bool,
         faulty: bool,
     ) -> Result<(), String> {
         let mut points = BTreeMap::new();
@@ -54,7 +68,7 @@ impl Driver {
                 .entry(*region)
                 .or_insert_with(|| self.from(*region, *f));
         }
-        self.follow_points(points, faulty).await
+        self.follow_points(points, held, faulty).await
     }
 
     /// Opens a follower of the regions from these positions (replacing
@@ -62,9 +76,11 @@ impl Driver {
     async fn follow_points(
         &mut self,
         points: BTreeMap<RegionId, u64>,
+        held: bool,
         faulty: bool,
     ) -> Result<(), String> {
-        self.follow_through(self.storage(), points, faulty).await
+        self.follow_through(self.storage(), points, held, faulty)
+            .await
     }
 
     /// Opens a follower of the regions from these positions (replacing
@@ -73,8 +89,29 @@ impl Driver {
         &mut self,
         storage: objwal::Storage,
         points: BTreeMap<RegionId, u64>,
+        held: bool,
         faulty: bool,
     ) -> Result<(), String> {
+        // The follower replaced lets its hold go.
+        if let Some(mut old) = self.following.take() {
+            if let Some(hold) = within("take a hold back", old.follower.take_hold()).await? {
+                let _ = within("release a hold", hold.release()).await?;
+            }
+        }
+        let hold = if held {
+            let placed = within(
+                "place a hold",
+                Hold::place(storage.clone(), PREFIX, &self.config, "model", HOLD_TTL, 0),
+            )
+            .await?;
+            match placed {
+                Ok(hold) => Some(hold),
+                Err(_) if faulty => return Ok(()),
+                Err(e) => return Err(format!("a hold was refused with no fault armed: {e}")),
+            }
+        } else {
+            None
+        };
         let opened = within(
             "WalReader::open for a follower",
             WalReader::open(storage, PREFIX, self.config.clone()),
@@ -85,7 +122,11 @@ impl Driver {
             Err(_) if faulty => return Ok(()),
             Err(e) => return Err(format!("a reader for a follower did not open: {e}")),
         };
-        let follower = reader.follow(points.clone());
+        let mut follower = reader.follow(points.clone());
+        if let Some(hold) = hold {
+            follower.keep_hold(hold);
+            self.stats.bump("held followers opened", 1);
+        }
         self.stats.bump("followers opened", 1);
         self.following = Some(Following {
             follower,
@@ -93,6 +134,7 @@ impl Driver {
             seen: BTreeMap::new(),
             ended: BTreeSet::new(),
             damaged_at_open: !reader.damaged().is_empty(),
+            held,
         });
         Ok(())
     }
@@ -126,7 +168,7 @@ impl Driver {
             .filter(|_| ids.len() > 1)
         {
             self.stats.bump("followers started inside a segment", 1);
-            self.follow_points(BTreeMap::from([(region, *position)]), faulty)
+            self.follow_points(BTreeMap::from([(region, *position)]), false, faulty)
                 .await?;
         }
         self.faulty.hold_creates_at(None);
@@ -171,7 +213,7 @@ impl Driver {
             return Ok(());
         };
         let from = below.first().copied().unwrap_or(0);
-        self.follow_points(BTreeMap::from([(region, from)]), faulty)
+        self.follow_points(BTreeMap::from([(region, from)]), false, faulty)
             .await?;
         if self.following.is_none() {
             return Ok(());
@@ -381,6 +423,15 @@ impl Driver {
                 continue;
             }
             let holes = following.follower.holes(*region);
+            if !holes.is_empty() && !self.model.corruption && !following.damaged_at_open {
+                if following.held {
+                    return Err(format!(
+                        "a held follower of region {region} (from {from}) met holes {holes:?}: \
+                         collection deleted what its hold kept"
+                    ));
+                }
+                self.stats.bump("holes a held follower was spared", 1);
+            }
             for id in required.get(region).into_iter().flatten() {
                 let shown = seen.iter().any(|e| e.id == *id);
                 let skipped = holes.iter().any(|h| h.first_id <= *id && *id <= h.last_id);

@@ -64,7 +64,7 @@ impl Driver {
         self.append_answered(&keys, result, false, &floor)?;
         // A follower started on it ends it (checked at the catch-up).
         self.stats.bump("followers started on a released region", 1);
-        self.follow(&[(region, From::Start)], false).await?;
+        self.follow(&[(region, From::Start)], false, false).await?;
         self.catch_up(false).await
     }
 

@@ -87,7 +87,7 @@ impl Driver {
         let outside = Storage::new(FourMethods {
             inner: counted.clone(),
         });
-        self.follow_through(outside, points, faulty).await?;
+        self.follow_through(outside, points, false, faulty).await?;
         if self.following.is_none() {
             return Ok(());
         }

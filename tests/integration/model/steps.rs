@@ -245,7 +245,9 @@ pub enum Op {
     Damage { pick: usize, delete: bool },
     /// A follower (`WalReader::follow`) of the regions from their points;
     /// it lives across restarts and fencings until another replaces it.
-    Follow { from: Vec<(u64, From)> },
+    /// With `held`, a reader hold placed before its reader opens, kept by
+    /// the follower (rfcs/0011): it must meet no hole (`following`).
+    Follow { from: Vec<(u64, From)>, held: bool },
     /// A `flush`, then the follower catches up: it must have yielded every
     /// promised entry of its regions above its start.
     CatchUp,
@@ -570,7 +572,7 @@ fn op() -> impl Strategy<Value = Op> {
         2 => (region(), 1usize..=4).prop_map(|(region, n)| Op::SourceAppend { region, n }),
         2 => (region(), any::<bool>(), prop::bool::weighted(0.3))
             .prop_map(|(region, fill, corrupt)| Op::Import { region, fill, corrupt }),
-        1 => from_points().prop_map(|from| Op::Follow { from }),
+        1 => (from_points(), any::<bool>()).prop_map(|(from, held)| Op::Follow { from, held }),
         2 => Just(Op::CatchUp),
         1 => (region(), 2usize..=4).prop_map(|(region, n)| Op::FollowInFlight { region, n }),
         1 => region().prop_map(|region| Op::ObsoleteUnlanded { region }),

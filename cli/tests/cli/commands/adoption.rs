@@ -42,7 +42,7 @@ async fn inspect_shows_the_readers_holds() {
     written_store(dir.path()).await;
     let storage = Storage::new(FileStorage::open(dir.path()).unwrap());
     let ttl = std::time::Duration::from_secs(90);
-    let hold = objwal::Hold::place(storage, "t", "standby-9", ttl, 2)
+    let hold = objwal::Hold::place(storage, "t", &Config::default(), "standby-9", ttl, 2)
         .await
         .unwrap();
     let o = objwal(&["--prefix", "t", "inspect", &url(dir.path())]);
