@@ -63,6 +63,25 @@
 //! An engine that is not async uses [`blocking::Wal`]: the same calls as
 //! plain functions, on a runtime the handle brings (no `#[tokio::main]`).
 //!
+//! # A standby with a reader hold
+//!
+//! A hold placed before the reader opens keeps the primary's collection
+//! from deleting what the follower has not taken in (rfcs/0011):
+//!
+//! ```rust,no_run
+//! # async fn standby(storage: objwal::Storage) -> Result<(), objwal::Error> {
+//! use std::time::Duration;
+//! use objwal::{Config, Hold, WalReader};
+//! let config = Config::default();
+//! let hold = Hold::place(storage.clone(), "node-7", &config, "standby-1", Duration::from_secs(300), 0).await?;
+//! let reader = WalReader::open(storage, "node-7", config).await?;
+//! let mut follower = reader.follow([(1, 0)]);
+//! follower.keep_hold(hold); // moved and refreshed as the follower reads
+//! // ... follow; when done: follower.take_hold().await.map(|h| h.release());
+//! # Ok(())
+//! # }
+//! ```
+//!
 //! # Architecture in ten lines
 //!
 //! ```text

@@ -43,9 +43,17 @@ pub struct Hold {
     storage: Storage,
     prefix: Prefix,
     key: HoldKey,
-    /// Generations of this name left behind (failed deletes).
+    /// The generation the next move creates: above every one this holder
+    /// tried, landed or not.
+    next_generation: u64,
+    /// Generations of this name that may stand besides the hold (the one
+    /// before a move, a move whose create failed but may have landed, a
+    /// failed delete).
     stale: Vec<HoldKey>,
 }
+
+/// The longest ttl a hold takes: a dead holder pins at most this long.
+pub const MAX_HOLD_TTL: Duration = Duration::from_secs(30 * 24 * 3600);
 
 impl std::fmt::Debug for Hold {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -99,9 +107,11 @@ impl Hold {
             message: format!("hold name {name:?}: {reason}"),
         })?;
         let ttl_ms = u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX);
-        if ttl_ms == 0 {
+        if ttl_ms == 0 || ttl > MAX_HOLD_TTL {
             return Err(Error::InvalidArgument {
-                message: format!("hold {name:?}: the ttl must be at least one millisecond"),
+                message: format!(
+                    "hold {name:?}: the ttl must be from one millisecond to 30 days (got {ttl:?})"
+                ),
             });
         }
         let stale = listed(&storage, &prefix, name).await?;
@@ -131,6 +141,7 @@ impl Hold {
         let mut hold = Hold {
             storage,
             prefix,
+            next_generation: generation.saturating_add(1),
             key,
             stale,
         };
@@ -160,20 +171,25 @@ impl Hold {
     /// what collection deleted meanwhile. On an error the hold stays where
     /// it was (and expires unless a later call succeeds).
     pub async fn advance(&mut self, position: u64) -> Result<(), Error> {
-        let Some(generation) = self.key.generation.checked_add(1) else {
+        let generation = self.next_generation;
+        if generation == u64::MAX {
             return Err(Error::InvalidArgument {
                 message: format!("hold {:?} has no generation left", self.key.name),
             });
+        }
+        self.next_generation = generation + 1;
+        let moved = HoldKey {
+            generation,
+            position,
+            ..self.key.clone()
         };
-        let before = self.key.clone();
-        self.key.generation = generation;
-        self.key.position = position;
-        if let Err(e) = self.create().await {
-            // The create may have landed: the next generation goes above it.
-            self.stale.push(self.key.clone());
-            self.key.position = before.position;
+        if let Err(e) = self.create_key(&moved).await {
+            // It may have landed: removed once a later move lands (the
+            // next generation goes above it).
+            self.stale.push(moved);
             return Err(e);
         }
+        let before = std::mem::replace(&mut self.key, moved);
         self.stale.push(before);
         self.clean().await;
         Ok(())
@@ -195,7 +211,11 @@ impl Hold {
     }
 
     async fn create(&self) -> Result<(), Error> {
-        let key = self.prefix.hold_key(&self.key);
+        self.create_key(&self.key).await
+    }
+
+    async fn create_key(&self, key: &HoldKey) -> Result<(), Error> {
+        let key = self.prefix.hold_key(key);
         // "Already exists" is our own create repeated by a store or a
         // proxy: the key is the content.
         self.storage.create(&key, Bytes::new()).await?;
@@ -204,11 +224,13 @@ impl Hold {
 
     /// Deletes the generations below the current one; what fails stays
     /// for the next call (a lower generation only lingers: the highest
-    /// one is the hold).
+    /// one is the hold). One tried above it (a failed move) waits for a
+    /// move that lands above it.
     async fn clean(&mut self) {
         let mut left = Vec::new();
         for key in std::mem::take(&mut self.stale) {
             if key.generation >= self.key.generation {
+                left.push(key);
                 continue;
             }
             if let Err(error) = self.storage.delete(&self.prefix.hold_key(&key)).await {

@@ -13,6 +13,12 @@
 //! as it was then, over the time that took), their ratio (the issue's
 //! target: at least 4), and the time until it reached the writers' tip of
 //! the moment.
+//!
+//! With `--collect` the writers declare each entry obsolete right after it
+//! is acknowledged (collection as aggressive as it gets): a follower that
+//! looked away meets holes where collection deleted what it had not read.
+//! `--hold` places a reader hold (rfcs/0011) before the follower's reader
+//! opens and has the follower keep it: the holes it met are reported.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -53,6 +59,12 @@ pub struct CatchUpArgs {
     /// Runs; figures are medians over them.
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=100))]
     runs: u32,
+    /// The writers declare each entry obsolete once acknowledged.
+    #[arg(long)]
+    collect: bool,
+    /// The follower keeps a reader hold placed before its reader opened.
+    #[arg(long)]
+    hold: bool,
 }
 
 /// One run's figures.
@@ -68,6 +80,8 @@ struct Measured {
     caught_up: Duration,
     /// The follower's requests per object while draining.
     requests_per_object: f64,
+    /// Holes the follower met (segments it could not yield).
+    holes: usize,
 }
 
 fn failed(what: &'static str) -> impl Fn(objwal::Error) -> CliError {
@@ -79,8 +93,15 @@ pub async fn run(prefix: &str, args: CatchUpArgs) -> CliResult {
     let storage = crate::store::open(&args.store, true)?;
     let base = run_prefix(prefix, "catch-up");
     out!(
-        "bench-follow catch-up: {:?} per create, read and listing; {} writers; the follower (replay_concurrency {}) keeps pace {:?}, looks away {:?}, then drains; {} run(s)",
-        args.latency, args.writers, args.replay_concurrency, args.warm, args.pause, args.runs
+        "bench-follow catch-up: {:?} per create, read and listing; {} writers{}; the follower (replay_concurrency {}{}) keeps pace {:?}, looks away {:?}, then drains; {} run(s)",
+        args.latency,
+        args.writers,
+        if args.collect { ", each entry obsolete once acknowledged" } else { "" },
+        args.replay_concurrency,
+        if args.hold { ", keeping a reader hold" } else { "" },
+        args.warm,
+        args.pause,
+        args.runs
     );
     let mut runs = Vec::new();
     for n in 0..args.runs {
@@ -89,13 +110,14 @@ pub async fn run(prefix: &str, args: CatchUpArgs) -> CliResult {
         clean(&storage, &prefix).await;
         let m = measured?;
         out!(
-            "run {n}: writers {:.1} objects/s; backlog {} objects drained at {:.1} objects/s ({:.2}x), {:.2} requests per object; at the writers' tip {:.0} ms after the return",
+            "run {n}: writers {:.1} objects/s; backlog {} objects drained at {:.1} objects/s ({:.2}x), {:.2} requests per object; at the writers' tip {:.0} ms after the return; {} holes",
             m.writer_rate,
             m.backlog,
             m.follower_rate,
             m.follower_rate / m.writer_rate.max(f64::MIN_POSITIVE),
             m.requests_per_object,
-            ms(m.caught_up)
+            ms(m.caught_up),
+            m.holes
         );
         runs.push(m);
     }
@@ -107,6 +129,10 @@ pub async fn run(prefix: &str, args: CatchUpArgs) -> CliResult {
         pick(&|m| m.follower_rate / m.writer_rate.max(f64::MIN_POSITIVE)),
         pick(&|m| m.requests_per_object),
         pick(&|m| ms(m.caught_up))
+    );
+    out!(
+        "holes met: {} in all runs",
+        runs.iter().map(|m| m.holes).sum::<usize>()
     );
     Ok(())
 }
@@ -165,20 +191,39 @@ async fn measure(
         replay_concurrency: usize::try_from(args.replay_concurrency).unwrap_or(16),
         ..Config::default()
     };
+    // Placed before the reader opens: nothing that open finds can go
+    // before the follower reads it (rfcs/0011).
+    let hold = if args.hold {
+        let ttl = Duration::from_secs(60);
+        Some(
+            objwal::Hold::place(storage.clone(), prefix, &follower_config, "bench", ttl, 0)
+                .await
+                .map_err(failed("placing the hold"))?,
+        )
+    } else {
+        None
+    };
     let reader = WalReader::open(faulty.storage(), prefix, follower_config)
         .await
         .map_err(failed("opening the reader"))?;
     let mut follower = reader.follow([(1, start)]);
+    if let Some(hold) = hold {
+        follower.keep_hold(hold);
+    }
     let stop = Arc::new(AtomicBool::new(false));
     let tip = Arc::new(AtomicU64::new(0));
     let mut writers = Vec::new();
     for _ in 0..args.writers {
         let (wal, stop, tip) = (wal.clone(), stop.clone(), tip.clone());
+        let collect = args.collect;
         writers.push(tokio::spawn(async move {
             let payload = Bytes::from(vec![b'x'; 100]);
             while !stop.load(Ordering::Relaxed) {
                 let ids = wal.append(vec![(1, payload.clone())]).await?;
                 tip.fetch_max(objwal::format::sequence_of(ids[0]), Ordering::Relaxed);
+                if collect {
+                    wal.obsolete(1, ids[0]).await?;
+                }
             }
             Ok::<(), objwal::Error>(())
         }));
@@ -217,6 +262,10 @@ async fn measure(
             .map_err(failed("appending"))?;
     }
     wal.stop().await.map_err(failed("stopping the writer"))?;
+    let holes = follower.holes(1).len();
+    if let Some(hold) = follower.take_hold().await {
+        hold.release().await.map_err(failed("releasing the hold"))?;
+    }
     if newest < target {
         return Err(CliError::Failed(format!(
             "the follower did not drain its backlog of {backlog} objects within 120 s"
@@ -229,5 +278,6 @@ async fn measure(
         caught_up,
         requests_per_object: (counts.read.requests + counts.list.requests) as f64
             / drained.max(1) as f64,
+        holes,
     })
 }

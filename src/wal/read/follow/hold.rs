@@ -73,7 +73,9 @@ impl Keeper {
         let hold = Arc::new(tokio::sync::Mutex::new(Some(hold)));
         let kept = hold.clone();
         let task = tokio::spawn(async move {
-            let mut wait = interval;
+            // The first move at once: the hold was placed before the
+            // reader's open, which may have taken a while.
+            let mut wait = Duration::ZERO;
             loop {
                 tokio::time::sleep(wait).await;
                 let mut guard = kept.lock().await;
@@ -84,7 +86,14 @@ impl Keeper {
                 match hold.advance(position).await {
                     Ok(()) => {
                         metrics.hold_refreshes.increment(1);
-                        wait = interval;
+                        // An `add` that lowered the floor while the move
+                        // was in flight: move back down at once (the
+                        // window of rfcs/0011, "What a hold does not keep").
+                        wait = if needed(&floor, &lag) < position {
+                            Duration::ZERO
+                        } else {
+                            interval
+                        };
                     }
                     Err(error) => {
                         metrics.hold_failures.increment(1);

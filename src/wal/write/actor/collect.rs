@@ -20,9 +20,10 @@
 //!
 //! Reader holds (rfcs/0011): every pass first lists `holds/` and deletes
 //! nothing at or above the position of a live hold. A pass that a hold
-//! held back is repeated no sooner than a quarter of the holding ttl (at
-//! least one flush interval): holders move their holds about that often,
-//! so the listings a hold costs stay bounded.
+//! held back is repeated no sooner than a quarter of the holding ttl,
+//! clamped to [flush interval, [`HELD_RECHECK`]]: holders move their holds
+//! about that often, so the listings a hold costs stay bounded, and a
+//! released or expired hold stops holding collection within a minute.
 //!
 //! An idle store still collects: when the boundary it would write now is
 //! ahead of the durable one and indexed objects lie below it, a tick writes
@@ -53,6 +54,8 @@ use crate::wal::holds::{HoldInfo, HoldsView};
 use super::super::policy::SealReason;
 use super::Actor;
 
+/// The longest a pass that a hold held back waits before the next.
+pub(crate) const HELD_RECHECK: std::time::Duration = std::time::Duration::from_secs(60);
 /// Keys a pass looks at.
 pub(crate) const PASS_LIMIT: usize = 256;
 /// Deletes in flight at once.
@@ -215,7 +218,8 @@ impl Actor {
                 self.collector.collected_boundary = pass.boundary;
             }
             if let Some(wait) = pass.held_back {
-                let until = Instant::now() + wait.max(self.config.flush_interval);
+                let wait = wait.min(HELD_RECHECK).max(self.config.flush_interval);
+                let until = Instant::now() + wait;
                 self.collector.held_until = Some(until);
                 self.collector.tick_at =
                     Some(self.collector.tick_at.map_or(until, |t| t.min(until)));
