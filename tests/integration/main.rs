@@ -16,6 +16,7 @@ mod format_roundtrip;
 mod handoff;
 mod hanging_store;
 mod holds;
+mod holds_attack;
 mod hostile_input;
 mod ignored_creates;
 mod model;
