@@ -81,7 +81,7 @@ enum Command {
     Repair(inspect::repair::RepairArgs),
     /// Restart at scale: bulk replay vs per-region reads, open, pinning.
     BenchReplay(bench_replay::BenchReplayArgs),
-    /// Following: lag, idle requests, handoff pause with and without.
+    /// Following: lag, idle requests, catch-up, handoff pause, promotion.
     BenchFollow(bench_follow::BenchFollowArgs),
     /// Kills a workload again and again on one prefix; checks every reopen.
     CrashGate(crash_gate::CrashGateArgs),

@@ -2,7 +2,8 @@
 //! ahead and catches up at several objects per round trip, across a
 //! writer's restart; `Follower::catch_up` takes in everything that landed
 //! before the question; `Follower::lag` and the lag gauges say how far
-//! behind it is.
+//! behind it is; a standby promoted by opening the prefix reads above its
+//! positions exactly what it had not yielded, and loses nothing.
 //!
 //! Deterministic: paused time on the memory backend, 30 ms of latency on
 //! every read and listing of the follower (a remote store), so elapsed
@@ -225,4 +226,149 @@ fn the_lag_and_its_gauges_count_objects_seen_not_yielded_and_their_age() {
             wal.stop().await.unwrap();
         });
     });
+}
+
+/// Issue 31 item 5: a standby that kept pace becomes the writer of a dead
+/// primary's prefix by opening it (fencing) and reading only above its
+/// follower's positions. Those reads return exactly the entries the
+/// follower had not yielded (what its own `catch_up` would have yielded),
+/// together with what it yielded they hold every entry the primary
+/// acknowledged, and the new writer's first append is accepted above
+/// them. The primary marks obsolete only what the standby took in (the
+/// standby guide's rule), so collection runs and nothing it needs is
+/// hidden.
+#[tokio::test(start_paused = true)]
+async fn a_promoted_standby_reads_above_its_positions_exactly_what_it_had_not_yielded() {
+    const REGIONS: u64 = 4;
+    let storage = faulty_memory().storage();
+    let primary_store = FaultyStorage::new(storage.clone());
+    primary_store.set_latency(Op::Create, LATENCY);
+    let wal = open(&primary_store.storage(), config()).await;
+    let mut acknowledged: Vec<EntryId> = Vec::new();
+    for region in 1..=REGIONS {
+        acknowledged.extend(wal.append(vec![(region, b("start"))]).await.unwrap());
+    }
+    let counted = FaultyStorage::new(storage.clone());
+    counted.set_latency(Op::Read, LATENCY);
+    counted.set_latency(Op::List, LATENCY);
+    let reader = within(WalReader::open(counted.storage(), PREFIX, config()))
+        .await
+        .unwrap();
+    let mut follower = reader.follow((1..=REGIONS).map(|r| (r, 0)));
+
+    // Four writers, one region each, record what was acknowledged.
+    let (acks, mut acked) = tokio::sync::mpsc::unbounded_channel();
+    let writers: Vec<_> = (1..=REGIONS)
+        .map(|region| {
+            let (wal, acks) = (wal.clone(), acks.clone());
+            tokio::spawn(async move {
+                for n in 0u64.. {
+                    let ids = wal
+                        .append(vec![(region, b(&format!("r{region} e{n}")))])
+                        .await
+                        .unwrap();
+                    let _ = acks.send(ids[0]);
+                }
+            })
+        })
+        .collect();
+
+    // The standby keeps pace for 2 s, and the primary flushes what the
+    // standby took in.
+    let mut yielded: Vec<Entry> = Vec::new();
+    let keep_pace = Instant::now() + Duration::from_secs(2);
+    let mut flushed = Instant::now();
+    while Instant::now() < keep_pace {
+        if let Ok(item) = tokio::time::timeout_at(keep_pace, follower.next()).await {
+            yielded.push(item.expect("the follower goes on").unwrap());
+        }
+        if flushed.elapsed() >= Duration::from_millis(200) {
+            for (region, position) in follower.positions() {
+                wal.obsolete(region, position).await.unwrap();
+            }
+            flushed = Instant::now();
+        }
+    }
+    // Its consumer looks away for a moment, then the primary dies: from
+    // here on nothing it starts lands, and its handles go without a stop.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(
+        primary_store.counts().delete.requests > 0,
+        "the primary's collection ran"
+    );
+    primary_store.stall_next(Op::Create, "", usize::MAX);
+    primary_store.stall_next(Op::Delete, "", usize::MAX);
+    for writer in &writers {
+        writer.abort();
+    }
+    for writer in writers {
+        assert!(within(writer).await.unwrap_err().is_cancelled());
+    }
+    drop(wal);
+    drop(acks);
+    while let Some(id) = acked.recv().await {
+        acknowledged.push(id);
+    }
+
+    // What the follower had not yielded, by its own catch-up.
+    let positions = follower.positions();
+    let mut not_yielded: Vec<Entry> = Vec::new();
+    {
+        let mut caught_up = follower.catch_up();
+        while let Some(item) = within(caught_up.next()).await {
+            not_yielded.push(item.unwrap());
+        }
+    }
+    drop(follower);
+    assert!(
+        not_yielded.len() >= 4,
+        "the standby was behind at the decision: {} entries",
+        not_yielded.len()
+    );
+
+    // Promotion: open (fencing), read above the positions, append.
+    let promoted_store = FaultyStorage::new(storage.clone());
+    for op in [Op::Create, Op::Read, Op::List] {
+        promoted_store.set_latency(op, LATENCY);
+    }
+    let started = Instant::now();
+    let promoted = within(Wal::open(promoted_store.storage(), PREFIX, config()))
+        .await
+        .unwrap();
+    let mut above: Vec<Entry> = Vec::new();
+    for &(region, position) in &positions {
+        above.extend(within(read_all(&promoted, region, position + 1)).await);
+    }
+    let first = within(promoted.append(vec![(1, b("the new writer"))]))
+        .await
+        .unwrap()[0];
+    let pause = started.elapsed();
+
+    let by_region = |entries: &[Entry]| {
+        let mut sorted = entries.to_vec();
+        sorted.sort_by_key(|e| (e.region, e.id));
+        sorted
+    };
+    assert_eq!(
+        by_region(&above),
+        by_region(&not_yielded),
+        "the reads above the positions return exactly what the follower had not yielded"
+    );
+    let held: BTreeSet<EntryId> = yielded.iter().chain(&above).map(|e| e.id).collect();
+    let lost: Vec<EntryId> = acknowledged
+        .iter()
+        .copied()
+        .filter(|id| !held.contains(id))
+        .collect();
+    assert!(
+        lost.is_empty(),
+        "acknowledged entries lost: {lost:?} of {}",
+        acknowledged.len()
+    );
+    assert!(first > held.iter().copied().max().unwrap_or(0));
+    assert!(
+        pause < Duration::from_secs(2),
+        "promoted in {pause:?} of virtual time"
+    );
+    within(promoted.stop()).await.unwrap();
 }

@@ -24,7 +24,7 @@ use bytes::Bytes;
 use objwal::storage::fault::{Counts, FaultyStorage, Op};
 use objwal::{Config, Imported, Storage, Wal, WalReader};
 
-use super::{duration, median, ms, run_prefix};
+use super::{duration, median, ms, run_prefix, slow};
 use crate::store::clean;
 use crate::{CliError, CliResult};
 
@@ -158,16 +158,6 @@ async fn measure(storage: &Storage, base: &str, args: &HandoffArgs) -> CliResult
     );
     a.stop().await.map_err(failed("stopping node A"))?;
     Ok(())
-}
-
-/// A store whose every create, read and listing waits `latency`: B's own
-/// log, and A's prefix as B reads it (counted apart).
-fn slow(storage: &Storage, latency: Duration) -> FaultyStorage {
-    let faulty = FaultyStorage::new(storage.clone());
-    for op in [Op::Create, Op::Read, Op::List] {
-        faulty.set_latency(op, latency);
-    }
-    faulty
 }
 
 /// A appends the tail of R (it still writes R until the switch).

@@ -1,6 +1,6 @@
 //! `objwal bench-follow`: following a log, measured (issue 22, item 7).
 //!
-//! Three scenarios, each a subcommand, on a store with injected latency
+//! Scenarios, each a subcommand, on a store with injected latency
 //! (30 ms per read and per create by default: a remote object store):
 //! - `lag` ([`lag`]): a writer appends at a steady rate while a follower
 //!   (default settings) follows; per entry, the time from its object's
@@ -16,6 +16,10 @@
 //!   by following (`Wal::take_over`, caught up before the switch): the
 //!   pause from the moment the old node stops writing the region to the
 //!   import's return, and the requests made in it.
+//! - `promote` ([`promote`]): a standby that kept pace with eight busy
+//!   writers becomes the writer of their dead primary's prefix (open, read
+//!   above its positions, append): its pause against a bare open of the
+//!   same prefix and a cold standby's (issue 31 item 5).
 //!
 //! Each scenario runs its variants interleaved, `--runs` times, and reports
 //! medians and the ratio of the variants within each run (then the median
@@ -24,12 +28,16 @@
 
 use std::time::Duration;
 
+use objwal::storage::fault::{FaultyStorage, Op};
+use objwal::Storage;
+
 use crate::CliResult;
 
 mod catch_up;
 mod handoff;
 mod idle;
 mod lag;
+mod promote;
 
 /// Arguments of `objwal bench-follow`.
 #[derive(Debug, clap::Args)]
@@ -48,6 +56,8 @@ enum Scenario {
     Handoff(handoff::HandoffArgs),
     /// A follower that fell behind busy writers, catching up.
     CatchUp(catch_up::CatchUpArgs),
+    /// A standby promoted, against a bare open of the same prefix.
+    Promote(promote::PromoteArgs),
 }
 
 /// Runs the scenario.
@@ -58,6 +68,7 @@ pub async fn run(prefix: &str, args: BenchFollowArgs) -> CliResult {
         Scenario::Idle(args) => idle::run(prefix, args).await,
         Scenario::Handoff(args) => handoff::run(prefix, args).await,
         Scenario::CatchUp(args) => catch_up::run(prefix, args).await,
+        Scenario::Promote(args) => promote::run(prefix, args).await,
     }
 }
 
@@ -91,6 +102,16 @@ fn run_prefix(prefix: &str, scenario: &str) -> String {
         "{prefix}/bench-follow-{scenario}-{}-{stamp}",
         std::process::id()
     )
+}
+
+/// A store whose every create, read and listing waits `latency` (a
+/// remote object store), counting the requests that pass.
+fn slow(storage: &Storage, latency: Duration) -> FaultyStorage {
+    let faulty = FaultyStorage::new(storage.clone());
+    for op in [Op::Create, Op::Read, Op::List] {
+        faulty.set_latency(op, latency);
+    }
+    faulty
 }
 
 /// Milliseconds, for printing.
