@@ -137,14 +137,15 @@ async fn a_followers_hold_moves_up_and_collection_follows_it() {
     let mut follower = reader.follow([(1, 0)]);
     follower.keep_hold(hold);
     let ids = churn(&wal, 20).await;
-    // The writer sees the hold and keeps what lies above it.
-    tokio::time::sleep(TTL / 8).await;
+    // The writer sees the hold and keeps what lies above it (a held-back
+    // pass rechecks every quarter ttl).
+    tokio::time::sleep(TTL / 2).await;
     let holds = within(wal.holds()).await.unwrap();
     assert_eq!(holds.len(), 1, "{holds:?}");
-    assert_eq!(
-        (holds[0].name.as_str(), holds[0].position),
-        ("standby", placed)
-    );
+    // Moved at once to what the follower needs: not above where it was
+    // placed (its backfill from id 0 has not ended).
+    assert_eq!(holds[0].name, "standby");
+    assert!(holds[0].position <= placed, "{holds:?}");
     assert!(!holds[0].expired);
     assert!(holds[0].held_objects > 0, "{holds:?}");
     assert!(objects(&storage).await.len() >= 20);
@@ -379,7 +380,8 @@ impl ObjectStorage for Counting {
 /// What a hold costs in an idle hour (ttl 5 min, refreshed every 75 s):
 /// the follower's task makes one create and one delete per refresh (48
 /// each); the writer's collection, held back by it, lists `holds/` at most
-/// once per quarter ttl (48), whatever its own flush interval.
+/// once per quarter ttl, and at least once a minute (60), whatever its own
+/// flush interval.
 #[tokio::test(start_paused = true)]
 async fn a_hold_costs_a_bounded_number_of_requests_per_hour() {
     let counted = Arc::new(ByFolder {
@@ -415,9 +417,9 @@ async fn a_hold_costs_a_bounded_number_of_requests_per_hour() {
     let creates = counted.of("create", "holds") - before.0;
     let deletes = counted.of("delete", "holds") - before.1;
     let lists = counted.of("list", "holds") - before.2;
-    assert!((47..=49).contains(&creates), "creates {creates}");
-    assert!((47..=49).contains(&deletes), "deletes {deletes}");
-    assert!(lists <= 49, "the writer listed holds {lists} times");
+    assert!((47..=50).contains(&creates), "creates {creates}");
+    assert!((47..=50).contains(&deletes), "deletes {deletes}");
+    assert!(lists <= 61, "the writer listed holds {lists} times");
     assert!(lists >= 1, "the writer never looked at the holds");
     drop(follower);
     wal.stop().await.unwrap();

@@ -173,7 +173,7 @@ impl ObjectStorage for Gated {
 /// have deleted what the backfill reads. Without the race (the add comes
 /// before the refresh reads the floor) the same history meets no hole.
 #[tokio::test(start_paused = true)]
-#[ignore = "defect: an add during an in-flight hold refresh is not covered (hold lands above the lowered floor)"]
+
 async fn an_add_during_an_in_flight_refresh_keeps_its_backfill_held() {
     for raced in [false, true] {
         let gated = Gated::new(faulty_memory().storage());
@@ -246,11 +246,14 @@ async fn an_add_during_an_in_flight_refresh_keeps_its_backfill_held() {
     }
 }
 
-/// History: a hold with the largest ttl (`Duration::MAX`, accepted) holds
-/// a pass back; it is released; the writer goes on writing and making its
-/// objects obsolete. Collection never deletes them again (until the
-/// writer restarts): a released hold pins for good.
+/// History: a hold with the largest ttl holds a pass back; it is
+/// released; the writer goes on writing and making its objects obsolete.
+/// Collection never deleted them again (until the writer restarted): a
+/// released hold pinned for good. Fixed: a ttl is at most 30 days
+/// (`Duration::MAX` is refused) and a held-back pass rechecks within a
+/// minute whatever the ttl.
 ///
+/// The defect as found:
 /// Mechanism (`src/wal/write/actor/collect.rs`, `collect` and
 /// `Actor::on_pass`): a held pass sets `held_back = ttl/4` of the holding
 /// hold and `held_until = now + held_back`; `maybe_collect` starts no pass
@@ -262,16 +265,29 @@ async fn an_add_during_an_in_flight_refresh_keeps_its_backfill_held() {
 /// ttl/4 spacing, but `Hold::release` says "from the writer's next
 /// collection pass on, it pins nothing" and nothing bounds the ttl).
 #[tokio::test(start_paused = true)]
-#[ignore = "defect: a released hold with a huge ttl stops collection for good (held_until = ttl/4)"]
+
 async fn a_released_hold_with_the_largest_ttl_lets_collection_go_on() {
     let storage = faulty_memory().storage();
     let wal = open(&storage, config()).await;
-    let hold = within(Hold::place(
+    let refused = within(Hold::place(
         storage.clone(),
         PREFIX,
         &config(),
         "forever",
         Duration::MAX,
+        0,
+    ))
+    .await;
+    assert!(
+        matches!(refused, Err(objwal::Error::InvalidArgument { .. })),
+        "{refused:?}"
+    );
+    let hold = within(Hold::place(
+        storage.clone(),
+        PREFIX,
+        &config(),
+        "forever",
+        Duration::from_secs(30 * 24 * 3600),
         0,
     ))
     .await
@@ -280,6 +296,8 @@ async fn a_released_hold_with_the_largest_ttl_lets_collection_go_on() {
     tokio::time::sleep(Duration::from_secs(1)).await;
     assert!(objects(&storage).await.len() >= 10, "the hold held");
     within(hold.release()).await.unwrap();
+    // A held-back pass rechecks within a minute, whatever the ttl.
+    tokio::time::sleep(Duration::from_secs(61)).await;
     let ids = churn(&wal, 1, 10).await;
     collected_below(&storage, objwal::format::sequence_of(ids[9])).await;
     wal.stop().await.unwrap();
@@ -287,9 +305,12 @@ async fn a_released_hold_with_the_largest_ttl_lets_collection_go_on() {
 
 /// History: a hold's refresh fails (once with its create lost after it
 /// landed, once with nothing landed), then refreshes succeed. Every
-/// generation but the newest should be gone after the next successful
-/// refresh.
+/// generation but the newest must be gone after the next successful
+/// refresh. Fixed: a failed move keeps the standing generation as the
+/// hold and a counter of tried generations; what it tried is removed once
+/// a move lands above it.
 ///
+/// The defect as found:
 /// Mechanism (`src/wal/holds.rs`, `Hold::advance`): on a failed create it
 /// bumps `self.key.generation` and pushes only the attempted key to
 /// `stale`; `before` (the generation that did land and still stands) is
@@ -300,7 +321,7 @@ async fn a_released_hold_with_the_largest_ttl_lets_collection_go_on() {
 /// `objwal inspect`). Pinning is not affected (the highest generation is
 /// the hold).
 #[tokio::test(start_paused = true)]
-#[ignore = "defect: a failed hold refresh leaks the generation before it until release"]
+
 async fn a_failed_refresh_leaves_no_generation_behind() {
     let faulty = faulty_memory();
     let storage = faulty.storage();
