@@ -11,6 +11,11 @@
 //! listing, and records when each entry reaches it. The lag of an entry is
 //! the time between the two; its percentiles are reported per rate,
 //! medians over the runs, with the follower's requests per object.
+//!
+//! `--collect` makes the writer declare each entry obsolete once it is
+//! acknowledged (collection as aggressive as it gets); `--hold` has the
+//! follower keep a reader hold placed before its reader opened
+//! (rfcs/0011). The holes the follower met are reported.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -51,6 +56,12 @@ pub struct LagArgs {
     /// Runs; figures are medians over them.
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=100))]
     runs: u32,
+    /// The writer declares each entry obsolete once acknowledged.
+    #[arg(long)]
+    collect: bool,
+    /// The follower keeps a reader hold placed before its reader opened.
+    #[arg(long)]
+    hold: bool,
 }
 
 /// When each object's create was answered, by key.
@@ -107,6 +118,7 @@ struct Measured {
     objects: u64,
     requests: u64,
     lists: u64,
+    holes: usize,
 }
 
 /// Runs the scenario.
@@ -117,7 +129,11 @@ pub async fn run(prefix: &str, args: LagArgs) -> CliResult {
         "bench-follow lag: {:?} per create, read and listing; writers append every {:?} (busy) and {:?} (light) for {} s; {} run(s)",
         args.latency, args.busy, args.light, args.seconds, args.runs
     );
-    out!("follower: default settings (follow_interval 100 ms, follow_max_interval 1 s)");
+    out!(
+        "follower: default settings (follow_interval 100 ms, follow_max_interval 1 s){}{}",
+        if args.collect { "; each entry obsolete once acknowledged" } else { "" },
+        if args.hold { "; keeping a reader hold" } else { "" }
+    );
     let mut busy = Vec::new();
     let mut light = Vec::new();
     for n in 0..args.runs {
@@ -157,8 +173,9 @@ pub async fn run(prefix: &str, args: LagArgs) -> CliResult {
                 .collect::<Vec<_>>(),
         );
         let lists: u64 = runs.iter().map(|m| m.lists).sum();
+        let holes: usize = runs.iter().map(|m| m.holes).sum();
         out!(
-            "{name:<6} lag p50 {:.0} ms, p90 {:.0} ms, p99 {:.0} ms (p50 / target {:.0} ms = {:.2}); {:.2} follower requests per object, {} listings",
+            "{name:<6} lag p50 {:.0} ms, p90 {:.0} ms, p99 {:.0} ms (p50 / target {:.0} ms = {:.2}); {:.2} follower requests per object, {} listings, {holes} holes",
             pick(0.5),
             pick(0.9),
             pick(0.99),
@@ -173,7 +190,7 @@ pub async fn run(prefix: &str, args: LagArgs) -> CliResult {
 
 fn report_run(n: u32, busy: bool, m: &Measured) {
     out!(
-        "run {n} {:<5}: {} entries in {} objects; lag p50 {:.0} ms, p90 {:.0} ms, max {:.0} ms; {} requests ({} listings)",
+        "run {n} {:<5}: {} entries in {} objects; lag p50 {:.0} ms, p90 {:.0} ms, max {:.0} ms; {} requests ({} listings); {} holes",
         if busy { "busy" } else { "light" },
         m.lags.len(),
         m.objects,
@@ -181,7 +198,8 @@ fn report_run(n: u32, busy: bool, m: &Measured) {
         quantile(&m.lags, 0.9),
         quantile(&m.lags, 1.0),
         m.requests,
-        m.lists
+        m.lists,
+        m.holes
     );
 }
 
@@ -208,15 +226,31 @@ async fn measure(
     for op in [Op::Read, Op::List] {
         faulty.set_latency(op, args.latency);
     }
+    let hold = if args.hold {
+        let ttl = Duration::from_secs(60);
+        Some(
+            objwal::Hold::place(storage.clone(), prefix, &Config::default(), "bench", ttl, 0)
+                .await
+                .map_err(failed("placing the hold"))?,
+        )
+    } else {
+        None
+    };
     let reader = WalReader::open(faulty.storage(), prefix, Config::default())
         .await
         .map_err(failed("opening the reader"))?;
     faulty.reset_counts();
     let mut follower = reader.follow([(1, start)]);
+    if let Some(hold) = hold {
+        follower.keep_hold(hold);
+    }
+    let holes = Arc::new(Mutex::new(0usize));
+    let seen_holes = holes.clone();
     let keys = Prefix::new(prefix).map_err(|e| CliError::Usage(e.to_string()))?;
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
     let consumer = tokio::spawn(async move {
         while let Some(item) = follower.next().await {
+            *seen_holes.lock().unwrap_or_else(|e| e.into_inner()) = follower.holes(1).len();
             let _ = tx.send((item, Instant::now()));
         }
     });
@@ -227,9 +261,13 @@ async fn measure(
     let mut appended = 0usize;
     while Instant::now() < end {
         ticker.tick().await;
-        wal.append(vec![(1, payload.clone())])
+        let id = wal
+            .append(vec![(1, payload.clone())])
             .await
-            .map_err(failed("appending"))?;
+            .map_err(failed("appending"))?[0];
+        if args.collect {
+            wal.obsolete(1, id).await.map_err(failed("obsoleting"))?;
+        }
         appended += 1;
     }
     let mut measured = Measured::default();
@@ -238,6 +276,10 @@ async fn measure(
     while measured.lags.len() < appended {
         let got = tokio::time::timeout_at(deadline, rx.recv()).await;
         let Ok(Some((item, at))) = got else {
+            // Entries in holes never come.
+            if *holes.lock().unwrap_or_else(|e| e.into_inner()) > 0 {
+                break;
+            }
             return Err(CliError::Failed(format!(
                 "the follower yielded {} of {appended} entries within 30 s",
                 measured.lags.len()
@@ -263,6 +305,7 @@ async fn measure(
     measured.objects = objects.len() as u64;
     measured.requests = counts.read.requests + counts.list.requests;
     measured.lists = counts.list.requests;
+    measured.holes = *holes.lock().unwrap_or_else(|e| e.into_inner());
     wal.stop().await.map_err(failed("stopping the writer"))?;
     Ok(measured)
 }
