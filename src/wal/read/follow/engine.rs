@@ -21,6 +21,10 @@
 //!   *blocked*: listings spaced by [`Listings`], and between them one read
 //!   a wait of the fence the next opener claims (as while the prefix holds
 //!   no chain yet);
+//! - a **look at the place** (every other request once the log has been
+//!   quiet for two caps: `schedule`): a read of the place's first byte. A
+//!   place that is gone was collected, and with it any key above it that
+//!   the writer's collection emptied before a poll came: a listing follows;
 //! - a **listing** (`listing`): the tails of the listed objects
 //!   it does not know, chain selection over them and the path (the path's
 //!   oldest object standing as a root), and the tip's chain taken in from
@@ -57,7 +61,7 @@ use crate::{EntryId, RegionId};
 
 use super::lag::LagBook;
 use super::poll::{poll, Polled};
-use super::schedule::{Listings, Schedule};
+use super::schedule::{Listings, Request, Schedule};
 
 mod ahead;
 mod backfill;
@@ -199,6 +203,9 @@ pub(crate) struct Engine {
     /// No poll of the next key can tell where the log goes on: list (on
     /// [`Listings`]' schedule) until a listing moves the place.
     blocked: Option<Blocked>,
+    /// A place a look found gone while a listing found nothing beyond it:
+    /// it is not looked at again (the idle checks still list).
+    place_gone: Option<u64>,
     /// The last key after the place that a filler settled (rfcs/0006,
     /// rule 8): the run goes on after it, as the writer's does.
     filler: Option<u64>,
@@ -285,6 +292,7 @@ impl Engine {
             queued,
             ahead,
             blocked: None,
+            place_gone: None,
             filler: None,
             catch_up: None,
             out: VecDeque::new(),
@@ -478,12 +486,19 @@ impl Engine {
         };
         let next = rules::next_key(last, jump);
         let at = (last, place.epoch);
+        let place_sequence = place.sequence;
         if next > format::MAX_SEQUENCE {
             self.block(now);
             return self.listing_step(now).await;
         }
-        if self.catch_up.is_none() && self.schedule.check_due(now) {
-            return self.listing_step(now).await;
+        if self.catch_up.is_none() {
+            match self.schedule.request(now) {
+                Request::List => return self.listing_step(now).await,
+                Request::Place if self.place_gone != Some(place_sequence) => {
+                    return self.look_at_place(now, place_sequence).await;
+                }
+                Request::Place | Request::Poll => {}
+            }
         }
         let (polled, early) = match self.ahead.take(next) {
             Some(task) => (task.await.and_then(|polled| polled), true),
@@ -563,6 +578,37 @@ impl Engine {
                 self.idle().await;
             }
             Err(error) => self.failed(error).await,
+        }
+    }
+
+    /// Looks whether the place (the object of `sequence`) is still there:
+    /// one read of its first byte. Collection deletes every key below one
+    /// boundary, and the place lies below the next key: if the writer's
+    /// collection emptied the next key before a poll came, it deleted the
+    /// place too (or is deleting it), so a place that is gone means the
+    /// log moved on past a collected key, and a listing finds where (the
+    /// chain beyond the gap, a hole of what was collected). One that is
+    /// there says nothing was collected above it.
+    async fn look_at_place(&mut self, now: Instant, sequence: u64) {
+        let key = self.prefix.object_key(sequence);
+        match self.storage.read(&key, 0..1).await {
+            Ok(_) => self.idle().await,
+            Err(e) if e.is_not_found() => {
+                tracing::info!(prefix = %self.prefix, sequence,
+                    "the follower's place was collected: the log moved on past a key collection emptied; listing");
+                match self.resolve().await {
+                    Ok(true) => self.schedule.landed(now),
+                    Ok(false) => {
+                        // Nothing beyond it (a place deleted by hand, or a
+                        // listing that does not show the new objects yet):
+                        // no more looks at this place, the idle checks go on.
+                        self.place_gone = Some(sequence);
+                        self.idle().await;
+                    }
+                    Err(error) => self.failed(error).await,
+                }
+            }
+            Err(e) => self.failed(e.into()).await,
         }
     }
 
