@@ -1436,3 +1436,41 @@ async fn an_idle_follower_looks_at_its_place_instead_of_every_other_poll_at_no_e
     consumer.abort();
     wal.stop().await.unwrap();
 }
+
+/// A writer whose every object lets collection delete the one before it
+/// (each entry is flushed before the next lands) deletes the follower's
+/// place as each object lands: a look at the place that comes before the
+/// poll finds it gone. The follower then polls the next key at once, which
+/// holds the new object, and lists only when that key is empty too: such
+/// a writer costs it no listing per object.
+#[tokio::test(start_paused = true)]
+async fn a_writer_that_collects_the_place_as_each_object_lands_costs_no_listing() {
+    let storage = faulty_memory().storage();
+    let wal = open(&storage, config()).await;
+    let first = wal.append(vec![(1, b("0"))]).await.unwrap()[0];
+    let (follower, counted) = follower(&storage, config(), &[(1, 0)]).await;
+    let (consumer, seen) = consume(follower);
+    until_seen(&seen, 1).await;
+    let mut last = first;
+    let mut collected = 0;
+    for i in 1..=20u64 {
+        wal.obsolete(1, last).await.unwrap();
+        // Five caps of quiet: the requests take turns, the idle check (ten
+        // caps) is not due yet.
+        tokio::time::sleep(config().follow_max_interval * 5).await;
+        let place = format!(
+            "{PREFIX}/objects/{:020}.wal",
+            objwal::format::sequence_of(last)
+        );
+        let before = counted.counts().list.requests;
+        last = wal.append(vec![(1, b(&i.to_string()))]).await.unwrap()[0];
+        until_seen(&seen, i + 1).await;
+        assert_eq!(counted.counts().list.requests, before, "object {i}");
+        if storage.read_suffix(&place, 1).await.is_err() {
+            collected += 1;
+        }
+    }
+    assert!(collected >= 10, "the places were collected: {collected}");
+    consumer.abort();
+    wal.stop().await.unwrap();
+}
