@@ -276,11 +276,14 @@ pub struct Config {
     ///
     /// Trades the lag of the first object after a quiet spell for the
     /// cost of an idle follower: one GET per this interval (1s: 3,600 an
-    /// hour, about $1.04 a month at S3's $0.0004 per 1,000 GETs), plus a
-    /// listing after 10 such intervals without an object, then after 20,
-    /// 40, ... at most one an hour, to notice what a poll cannot see (a
+    /// hour, about $1.04 a month at S3's $0.0004 per 1,000 GETs). After 2
+    /// such intervals without an object every other GET reads the object
+    /// the follower last took in instead of the next key, to notice
+    /// objects collected before the follower read them (so the first
+    /// object after a longer quiet is seen within 2 intervals); after 10,
+    /// a listing, then after 20, 40, ... at most one an hour, to notice a
     /// writer's restart whose start object does not follow the follower's
-    /// place, objects collected before the follower read them).
+    /// place.
     #[serde(with = "humantime_serde")]
     pub follow_max_interval: Duration,
 }

@@ -75,7 +75,8 @@ pub const HELD_OBJECTS: &str = "objwal_held_objects";
 /// opener while no poll of the next key can tell where the log goes on.
 pub const FOLLOW_POLLS_TOTAL: &str = "objwal_follow_polls_total";
 /// Ranged reads a follower made besides its polls (segments, footers, the
-/// tails of listed objects).
+/// tails of listed objects, and the looks at its place that stand in for
+/// every other poll once the log has been quiet for two caps).
 pub const FOLLOW_READS_TOTAL: &str = "objwal_follow_reads_total";
 /// Listings a follower made (a writer's restart or fencing, an idle check,
 /// a prefix without a log yet).
@@ -188,7 +189,7 @@ pub fn describe() {
     );
     describe_counter!(
         FOLLOW_READS_TOTAL,
-        "ranged reads by followers besides their polls"
+        "ranged reads by followers besides their polls (the looks at the place among them)"
     );
     describe_counter!(FOLLOW_LISTS_TOTAL, "listings by followers");
     describe_counter!(FOLLOW_OBJECTS_TOTAL, "chain objects followers took in");

@@ -6,7 +6,8 @@
 //! `follow_max_interval` 1 s) reads through the fault wrapper (`--latency`
 //! per read and listing). Once the log has been quiet for `--warmup` (the
 //! waits have grown to the cap), the follower's requests are counted for
-//! `--seconds`: polls (one GET each) and listings (the idle checks), per
+//! `--seconds`: reads (one GET each: polls of the next key, and every
+//! other one a look at the place) and listings (the idle checks), per
 //! minute and, scaled, per hour. The schedule's listings are not uniform
 //! (after 10 s of quiet, 20 s, 40 s, ... then hourly): an hour holds 9 of
 //! them, as the integration test counts under a virtual clock.
@@ -55,13 +56,13 @@ pub async fn run(prefix: &str, args: IdleArgs) -> CliResult {
         let prefix = format!("{base}/{n}");
         let counted = measure(&storage, &prefix, &args).await;
         clean(&storage, &prefix).await;
-        let (polls, lists) = counted?;
+        let (reads, lists) = counted?;
         let scale = 3600.0 / args.seconds as f64;
-        let hour = (polls + lists) as f64 * scale;
+        let hour = (reads + lists) as f64 * scale;
         out!(
-            "run {n}: {polls} polls and {lists} listings in {} s: {:.2} requests per second, {hour:.0} per hour",
+            "run {n}: {reads} reads (polls and looks at the place) and {lists} listings in {} s: {:.2} requests per second, {hour:.0} per hour",
             args.seconds,
-            (polls + lists) as f64 / args.seconds as f64
+            (reads + lists) as f64 / args.seconds as f64
         );
         per_hour.push(hour);
     }

@@ -16,8 +16,8 @@
 //! has not written its start object yet). The trait's default
 //! `read_suffix` once listed a key on every poll: 60 listings in such a
 //! minute. After its idle minute the follower is caught up once more and
-//! let go (see `Driver::follow_outside`); under a fault it stays the
-//! case's follower.
+//! stays the case's follower, held to the oracle at every later catch-up
+//! (the writer resumes after a long quiet: see `Driver::follow_outside`).
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -129,15 +129,14 @@ impl Driver {
         self.stats
             .bump("listings of idle followers", counts.list.requests);
         self.stats.bump("requests of idle followers", requests);
-        // What it yielded meanwhile is checked with the rest.
+        // What it yielded meanwhile is checked with the rest, and it
+        // stays the case's follower: after a quiet minute its next idle
+        // check is 20 s or more away, so when the writer's collection
+        // empties its next key before a poll comes, only its looks at the
+        // place find the writer again within the next catch-up (it once
+        // waited for that check: `follow::a_follower_quiet_for_hours_
+        // follows_a_writer_whose_first_object_was_collected`).
         self.catch_up(false).await?;
-        // Then it is let go: after a quiet minute its next idle check is
-        // 20 s or more away, and a follower whose next object the writer
-        // collects before it polls it waits for that check (a known
-        // defect, `follow::a_follower_quiet_for_hours_follows_a_writer_
-        // whose_first_object_was_collected`, ignored): later catch-ups
-        // would report it, whatever they test.
-        self.following = None;
         Ok(())
     }
 

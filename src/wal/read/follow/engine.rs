@@ -21,6 +21,11 @@
 //!   *blocked*: listings spaced by [`Listings`], and between them one read
 //!   a wait of the fence the next opener claims (as while the prefix holds
 //!   no chain yet);
+//! - a **look at the place** (every other request once the log has been
+//!   quiet for two caps: `schedule`): a read of the place's first byte. A
+//!   place that is gone was collected, and with it any key above it that
+//!   the writer's collection emptied before a poll came: the next key is
+//!   polled at once, and a listing follows if it holds nothing;
 //! - a **listing** (`listing`): the tails of the listed objects
 //!   it does not know, chain selection over them and the path (the path's
 //!   oldest object standing as a root), and the tip's chain taken in from
@@ -57,7 +62,7 @@ use crate::{EntryId, RegionId};
 
 use super::lag::LagBook;
 use super::poll::{poll, Polled};
-use super::schedule::{Listings, Schedule};
+use super::schedule::{Listings, Request, Schedule};
 
 mod ahead;
 mod backfill;
@@ -160,6 +165,17 @@ struct Blocked {
     watch: u64,
 }
 
+/// A place that a look at it found gone: the writer's collection deleted
+/// it, so the log moved on (see `Engine::look_at_place`).
+#[derive(Debug, Clone, Copy)]
+struct Gone {
+    /// The place's sequence.
+    place: u64,
+    /// Whether a poll of the next key has missed since, and the follower
+    /// listed: it lists once per place.
+    listed: bool,
+}
+
 /// Settings of a follower, from its reader's configuration.
 #[derive(Debug, Clone)]
 pub(crate) struct Settings {
@@ -202,6 +218,9 @@ pub(crate) struct Engine {
     /// No poll of the next key can tell where the log goes on: list (on
     /// [`Listings`]' schedule) until a listing moves the place.
     blocked: Option<Blocked>,
+    /// The place a look found gone (`look_at_place`): it is not looked at
+    /// again, and the next poll that misses lists once.
+    gone: Option<Gone>,
     /// The last key after the place that a filler settled (rfcs/0006,
     /// rule 8): the run goes on after it, as the writer's does.
     filler: Option<u64>,
@@ -290,6 +309,7 @@ impl Engine {
             queued,
             ahead,
             blocked: None,
+            gone: None,
             filler: None,
             catch_up: None,
             out: VecDeque::new(),
@@ -485,12 +505,19 @@ impl Engine {
         };
         let next = rules::next_key(last, jump);
         let at = (last, place.epoch);
+        let place_sequence = place.sequence;
         if next > format::MAX_SEQUENCE {
             self.block(now);
             return self.listing_step(now).await;
         }
-        if self.catch_up.is_none() && self.schedule.check_due(now) {
-            return self.listing_step(now).await;
+        if self.catch_up.is_none() {
+            match self.schedule.request(now) {
+                Request::List => return self.listing_step(now).await,
+                Request::Place if self.gone.is_none_or(|g| g.place != place_sequence) => {
+                    return self.look_at_place(place_sequence).await;
+                }
+                Request::Place | Request::Poll => {}
+            }
         }
         let (polled, early) = match self.ahead.take(next) {
             Some(task) => (task.await.and_then(|polled| polled), true),
@@ -535,7 +562,17 @@ impl Engine {
             }
             Ok(Polled::Missing) => {
                 self.ahead.caught_up();
-                self.idle().await;
+                match &mut self.gone {
+                    Some(gone) if gone.place == place_sequence && !gone.listed => {
+                        // The place and the key after it are gone: the
+                        // log went on past keys collection emptied.
+                        gone.listed = true;
+                        tracing::info!(prefix = %self.prefix, key = next,
+                            "the place and the next key were collected: listing");
+                        self.confirm_end(now).await;
+                    }
+                    _ => self.idle().await,
+                }
             }
             Ok(Polled::Damaged(damaged)) => {
                 let continues = damaged.header.is_some_and(|h| rules::continues(&h, at));
@@ -573,10 +610,38 @@ impl Engine {
         }
     }
 
-    /// A catch-up's poll of the next key missed: a key the writer created
-    /// and its collection deleted looks like one where nothing landed yet,
-    /// so the catch-up ends only once a listing finds nothing beyond the
-    /// place. If the chain goes on (past collected keys: holes of what
+    /// Looks whether the place (the object of `sequence`) is still there:
+    /// one read of its first byte. Collection deletes every key below one
+    /// boundary, and the place lies below the next key: if the writer's
+    /// collection emptied the next key before a poll came, it deleted the
+    /// place too (or is deleting it). A place that is gone means the log
+    /// moved on: the next key is polled at once, and if it holds nothing
+    /// either, a listing finds where the log goes on (the chain beyond
+    /// the gap, a hole of what was collected). The poll comes first
+    /// because the writer deletes the place as soon as its next object
+    /// carries a boundary above it, which a poll finds for one GET. One
+    /// that is there says nothing was collected above it.
+    async fn look_at_place(&mut self, sequence: u64) {
+        let key = self.prefix.object_key(sequence);
+        match self.storage.read(&key, 0..1).await {
+            Ok(_) => self.idle().await,
+            Err(e) if e.is_not_found() => {
+                tracing::debug!(prefix = %self.prefix, sequence,
+                    "the follower's place was collected: polling the next key at once");
+                self.gone = Some(Gone {
+                    place: sequence,
+                    listed: false,
+                });
+            }
+            Err(e) => self.failed(e.into()).await,
+        }
+    }
+
+    /// A poll of the next key missed where only a listing can tell
+    /// whether the log ends there: a catch-up's, or one after a look found
+    /// the place collected. A key the writer created and its collection
+    /// deleted looks like one where nothing landed yet, so a catch-up ends
+    /// only once a listing finds nothing beyond the place. If the chain goes on (past collected keys: holes of what
     /// they held, all obsolete for the writer), it is taken in and the
     /// catch-up polls on.
     async fn confirm_end(&mut self, now: Instant) {

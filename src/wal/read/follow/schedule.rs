@@ -5,15 +5,31 @@
 //! time the log has been quiet, never more than `follow_max_interval`. So a
 //! busy writer is followed within about one interval, and the first object
 //! after a quiet spell of `q` is seen within about `q / 4` (at most the
-//! cap): the lag it adds is proportional to the quiet it ends.
+//! cap, two caps once the looks below begin): the lag it adds is
+//! proportional to the quiet it ends.
 //!
-//! While quiet, a poll cannot see everything: a writer's restart whose
-//! start object does not follow the follower's place, or objects collected
-//! before the follower read them, leave the next key empty for good. So
-//! the poll due once the log has been quiet for [`FIRST_CHECK`] caps is a
-//! listing instead (an *idle check*), then after twice that quiet, and so
-//! on, the gap between checks growing up to [`MAX_CHECK_GAP`]. A check
-//! replaces a poll, so an idle follower still makes one request per wait.
+//! A poll cannot see an object the writer's collection deleted before the
+//! poll came: a writer that resumes with an object of records only (a
+//! flush mark, an idle tick's boundary) and collects it as soon as its
+//! next object lands leaves the next key empty for good while it appends
+//! on above it. Collection deletes by one boundary, in key order, so it
+//! deleted the place before (or with) the key after it. So once the log has
+//! been quiet for [`LOOK_GAP`] caps, every other request is a *look at the
+//! place* instead of a poll (a one-byte read of the place's key): while the
+//! place is there nothing above it was collected; once it is gone the log
+//! moved on past a collected key, and a listing finds where
+//! ([`Request::Place`]). A look replaces a poll, so the idle cost stays one
+//! request per wait; a writer that appends at least every one and a half
+//! caps never meets one (the poll after its landing comes before the quiet
+//! reaches [`LOOK_GAP`] caps).
+//!
+//! Nor can a poll see a writer's restart whose start object does not
+//! follow the follower's place (a branch nobody continues). So the request
+//! due once the log has been quiet for [`FIRST_CHECK`] caps is a listing
+//! instead (an *idle check*), then after twice that quiet, and so on, the
+//! gap between checks growing up to [`MAX_CHECK_GAP`]. A check replaces a
+//! poll (and counts as a look), so an idle follower still makes one request
+//! per wait.
 //!
 //! Some states no poll of the next key can end: the next key holds a newer
 //! process's settle marker and its start object has not landed (an open in
@@ -42,6 +58,21 @@ pub(crate) const MAX_CHECK_GAP: Duration = Duration::from_secs(3600);
 /// The divisor of the quiet time that gives the wait.
 const QUIET_DIVISOR: u32 = 4;
 
+/// The quiet time, in waits of `follow_max_interval`, from which every
+/// other request is a look at the place instead of a poll.
+pub(crate) const LOOK_GAP: u32 = 2;
+
+/// What the request due now asks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Request {
+    /// Poll the next key.
+    Poll,
+    /// Look whether the place is still there (see the module docs).
+    Place,
+    /// List the prefix: an idle check.
+    List,
+}
+
 /// A follower's poll schedule.
 #[derive(Debug, Clone)]
 pub(crate) struct Schedule {
@@ -51,6 +82,9 @@ pub(crate) struct Schedule {
     quiet_since: Instant,
     /// The quiet time at which the next idle check lists.
     next_check: Duration,
+    /// Whether the last request was a look at the place (or an idle
+    /// check): the next is a poll.
+    looked: bool,
 }
 
 impl Schedule {
@@ -62,6 +96,7 @@ impl Schedule {
             cap,
             quiet_since: now,
             next_check: cap * FIRST_CHECK,
+            looked: false,
         }
     }
 
@@ -70,6 +105,7 @@ impl Schedule {
     pub(crate) fn landed(&mut self, now: Instant) {
         self.quiet_since = now;
         self.next_check = self.cap * FIRST_CHECK;
+        self.looked = false;
     }
 
     /// How long the log has been quiet at `now`.
@@ -82,16 +118,24 @@ impl Schedule {
         (self.quiet(now) / QUIET_DIVISOR).clamp(self.base, self.cap)
     }
 
-    /// Whether the request due at `now` is an idle check (a listing); if
-    /// so, the next one is due after twice the quiet time (the gap at most
-    /// [`MAX_CHECK_GAP`]).
-    pub(crate) fn check_due(&mut self, now: Instant) -> bool {
+    /// What the request due at `now` asks: an idle check when one is
+    /// due (the next after twice the quiet time, the gap at most
+    /// [`MAX_CHECK_GAP`]), else, once the log has been quiet for
+    /// [`LOOK_GAP`] caps, a look at the place if the last request was a
+    /// poll, else a poll. A check sees what a look would: a poll follows it.
+    pub(crate) fn request(&mut self, now: Instant) -> Request {
         let quiet = self.quiet(now);
-        if quiet < self.next_check {
-            return false;
+        let looked = std::mem::replace(&mut self.looked, false);
+        if quiet >= self.next_check {
+            self.next_check = quiet + quiet.min(MAX_CHECK_GAP).max(self.cap);
+            self.looked = true;
+            return Request::List;
         }
-        self.next_check = quiet + quiet.min(MAX_CHECK_GAP).max(self.cap);
-        true
+        if quiet >= self.cap * LOOK_GAP && !looked {
+            self.looked = true;
+            return Request::Place;
+        }
+        Request::Poll
     }
 }
 
@@ -170,16 +214,18 @@ mod tests {
     }
 
     /// An idle follower makes one request per wait: count them over an
-    /// hour of quiet, and the listings among them.
+    /// hour of quiet, and the listings and looks at the place among them.
     #[tokio::test(start_paused = true)]
     async fn an_idle_hour_costs_one_request_per_wait_and_few_listings() {
         let start = Instant::now();
         let mut s = Schedule::new(100 * MS, 1000 * MS, start);
-        let (mut now, mut requests, mut lists) = (start, 0u64, 0u64);
+        let (mut now, mut requests, mut lists, mut looks) = (start, 0u64, 0u64, 0u64);
         while now < start + Duration::from_secs(3600) {
             requests += 1;
-            if s.check_due(now) {
-                lists += 1;
+            match s.request(now) {
+                Request::List => lists += 1,
+                Request::Place => looks += 1,
+                Request::Poll => {}
             }
             now += s.delay(now);
         }
@@ -187,13 +233,47 @@ mod tests {
         assert!((3600..3640).contains(&requests), "{requests}");
         // Listings at 10 s, 20 s, 40 s, ... 2560 s of quiet.
         assert_eq!(lists, 9, "{lists}");
+        // Every other request at the cap, none before 2 s of quiet.
+        assert!((1780..=1800).contains(&looks), "{looks}");
         let later = start + Duration::from_secs(10 * 3600);
-        assert!(s.check_due(later));
-        assert!(!s.check_due(later + Duration::from_secs(3599)));
-        assert!(
-            s.check_due(later + Duration::from_secs(3600)),
+        assert_eq!(s.request(later), Request::List);
+        assert_ne!(s.request(later + Duration::from_secs(3599)), Request::List);
+        assert_eq!(
+            s.request(later + Duration::from_secs(3600)),
+            Request::List,
             "one an hour"
         );
+    }
+
+    /// The defect of `follow::a_follower_quiet_for_hours_follows_a_writer_
+    /// whose_first_object_was_collected`: after a long quiet, nothing but
+    /// the hourly idle check saw past a collected next key. Now no two
+    /// looks at the place, and no two polls, are more than two caps apart,
+    /// however long the quiet (a listing sees what both see).
+    #[tokio::test(start_paused = true)]
+    async fn after_a_long_quiet_polls_and_looks_take_turns() {
+        let start = Instant::now();
+        let cap = 1000 * MS;
+        let mut s = Schedule::new(100 * MS, cap, start);
+        let mut now = start;
+        let (mut last_poll, mut last_look) = (start, None::<Instant>);
+        while now < start + Duration::from_secs(5 * 3600) {
+            let request = s.request(now);
+            if request != Request::Place {
+                let gap = now - last_poll;
+                assert!(gap <= 2 * cap, "polls {gap:?} apart");
+                last_poll = now;
+            }
+            if request != Request::Poll {
+                match last_look {
+                    Some(last) => assert!(now - last <= 2 * cap, "looks {:?} apart", now - last),
+                    None => assert!(now - start >= 2 * cap, "a look at {:?}", now - start),
+                }
+                last_look = Some(now);
+            }
+            now += s.delay(now);
+        }
+        assert!(last_look.is_some());
     }
 
     #[tokio::test(start_paused = true)]
@@ -203,7 +283,28 @@ mod tests {
         let mut now = start;
         for _ in 0..10_000 {
             now += 5 * 1000 * MS; // a writer that appends every 5 s
-            assert!(!s.check_due(now));
+            assert_ne!(s.request(now), Request::List);
+            s.landed(now);
+        }
+    }
+
+    /// A writer that appends at least every one and a half caps is only
+    /// polled (the poll that finds each object included): the lag of its
+    /// objects is what it was before the looks.
+    #[tokio::test(start_paused = true)]
+    async fn no_look_while_a_writer_appends_every_one_and_a_half_caps() {
+        let start = Instant::now();
+        let mut s = Schedule::new(100 * MS, 1000 * MS, start);
+        let mut now = start;
+        for _ in 0..1000 {
+            let landing = now + 1500 * MS;
+            loop {
+                assert_eq!(s.request(now), Request::Poll, "at {:?}", now - start);
+                if now >= landing {
+                    break;
+                }
+                now += s.delay(now);
+            }
             s.landed(now);
         }
     }
