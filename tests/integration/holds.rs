@@ -424,3 +424,108 @@ async fn a_hold_costs_a_bounded_number_of_requests_per_hour() {
     drop(follower);
     wal.stop().await.unwrap();
 }
+
+/// Without a hold, a follower that fell behind collection meets holes but
+/// goes on past them to the entries above, within a few intervals.
+#[tokio::test(start_paused = true)]
+async fn a_follower_behind_collection_without_a_hold_goes_on_past_its_holes() {
+    let storage = faulty_memory().storage();
+    let wal = open(&storage, config()).await;
+    let first = wal.append(vec![(1, b("first"))]).await.unwrap()[0];
+    let reader = within(WalReader::open(storage.clone(), PREFIX, config()))
+        .await
+        .unwrap();
+    let mut follower = reader.follow([(1, 0)]);
+    assert_eq!(within(follower.next()).await.unwrap().unwrap().id, first);
+    let ids = churn(&wal, 40).await;
+    collected_below(&storage, objwal::format::sequence_of(ids[30])).await;
+    // The writer goes on; the follower must reach its newest entry within
+    // a few follow_max_intervals, not an idle check away.
+    let last = wal.append(vec![(1, b("last"))]).await.unwrap()[0];
+    let reached = tokio::time::timeout(Duration::from_secs(5), async {
+        while let Some(item) = follower.next().await {
+            if item.unwrap().id == last {
+                return;
+            }
+        }
+    })
+    .await;
+    assert!(reached.is_ok(), "the follower stalled behind its holes");
+    assert!(!follower.holes(1).is_empty());
+    wal.stop().await.unwrap();
+}
+
+/// The same with eight busy writers and 30 ms on every request, as
+/// `bench-follow catch-up --collect` runs it: the writers collect every
+/// object but the newest within a round trip of its landing, so the
+/// follower can read none of them (the bench's unheld follower never
+/// drains: every object is a hole); once they pause it finds the next
+/// entry. A hold is what lets such a follower read them.
+#[tokio::test(start_paused = true)]
+async fn a_follower_behind_eight_collecting_writers_goes_on_past_its_holes() {
+    use objwal::storage::fault::{FaultyStorage, Op};
+    let _t = std::env::var("HOLDS_TRACE").ok().map(|f| {
+        tracing::subscriber::set_default(
+            tracing_subscriber::fmt()
+                .with_env_filter(tracing_subscriber::EnvFilter::new(f))
+                .with_test_writer()
+                .finish(),
+        )
+    });
+    let base = faulty_memory().storage();
+    let writer_store = FaultyStorage::new(base.clone());
+    writer_store.set_latency(Op::Create, Duration::from_millis(30));
+    let wal = open(
+        &writer_store.storage(),
+        Config {
+            early_seals: objwal::EarlySeals::Unlimited,
+            ..config()
+        },
+    )
+    .await;
+    let first = wal.append(vec![(1, b("first"))]).await.unwrap()[0];
+    let follower_store = FaultyStorage::new(base.clone());
+    follower_store.set_latency(Op::Read, Duration::from_millis(30));
+    follower_store.set_latency(Op::List, Duration::from_millis(30));
+    let reader = within(WalReader::open(
+        follower_store.storage(),
+        PREFIX,
+        Config::default(),
+    ))
+    .await
+    .unwrap();
+    let mut follower = reader.follow([(1, first)]);
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let newest = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let mut writers = Vec::new();
+    for _ in 0..8 {
+        let (wal, stop, newest) = (wal.clone(), stop.clone(), newest.clone());
+        writers.push(tokio::spawn(async move {
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let id = wal.append(vec![(1, b("x"))]).await.unwrap()[0];
+                newest.fetch_max(id, std::sync::atomic::Ordering::Relaxed);
+                wal.obsolete(1, id).await.unwrap();
+            }
+        }));
+    }
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    for w in writers {
+        w.await.unwrap();
+    }
+    // Every object but the newest was collected within a round trip of
+    // landing: the follower can read none of them (holes). Once the
+    // writers pause, it must find the entry appended next.
+    let last = wal.append(vec![(1, b("last"))]).await.unwrap()[0];
+    let reached = tokio::time::timeout(Duration::from_secs(5), async {
+        while let Some(item) = follower.next().await {
+            if item.unwrap().id == last {
+                return;
+            }
+        }
+    })
+    .await;
+    assert!(!follower.holes(1).is_empty());
+    assert!(reached.is_ok(), "the follower stalled behind its holes");
+    wal.stop().await.unwrap();
+}

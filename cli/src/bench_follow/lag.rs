@@ -131,8 +131,16 @@ pub async fn run(prefix: &str, args: LagArgs) -> CliResult {
     );
     out!(
         "follower: default settings (follow_interval 100 ms, follow_max_interval 1 s){}{}",
-        if args.collect { "; each entry obsolete once acknowledged" } else { "" },
-        if args.hold { "; keeping a reader hold" } else { "" }
+        if args.collect {
+            "; each entry obsolete once acknowledged"
+        } else {
+            ""
+        },
+        if args.hold {
+            "; keeping a reader hold"
+        } else {
+            ""
+        }
     );
     let mut busy = Vec::new();
     let mut light = Vec::new();
