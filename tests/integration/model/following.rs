@@ -98,10 +98,20 @@ impl Driver {
                 let _ = within("release a hold", hold.release()).await?;
             }
         }
+        // The hold's requests go past the case's faults: a step that holds
+        // or counts the store's creates must not meet the follower's (the
+        // hold's own faults are `holds_attack`'s).
         let hold = if held {
             let placed = within(
                 "place a hold",
-                Hold::place(storage.clone(), PREFIX, &self.config, "model", HOLD_TTL, 0),
+                Hold::place(
+                    self.faulty.inner().clone(),
+                    PREFIX,
+                    &self.config,
+                    "model",
+                    HOLD_TTL,
+                    0,
+                ),
             )
             .await?;
             match placed {
