@@ -247,8 +247,10 @@ pub struct Config {
     /// cold regions to flush small memtables often.
     pub max_pinned_objects: u64,
     /// Hedged creates: a create that has not answered after the 95th
-    /// percentile of recent creates (at least 1.2 times their median), or
-    /// half `request_timeout` if that comes first, is sent again with the
+    /// percentile of recent creates (on a tight distribution, whose 99th
+    /// percentile is within 1.2 times the median, that 99th percentile, at
+    /// least 1.05 times the median), or half `request_timeout` if that
+    /// comes first, is sent again with the
     /// same bytes to the same key; the first
     /// answer wins (rfcs/0006, "Hedged creates"). The value is the budget of
     /// extra creates, as a fraction of creates: `"auto"` (0.05 where

@@ -15,6 +15,8 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use objwal::{Created, ObjectMeta, ObjectStorage, Storage, StorageError, Suffix};
+use rand::rngs::SmallRng;
+use rand::SeedableRng;
 
 /// Request counts, shared by the wrapper and the bench.
 #[derive(Debug, Default)]
@@ -95,17 +97,74 @@ impl Snapshot {
 }
 
 /// The delays added before each create and each read.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct Latency {
-    /// Before every conditional create.
+    /// Before every conditional create (the median when the tail is
+    /// lognormal).
     pub put: Duration,
     /// Before every ranged read.
     pub get: Duration,
-    /// Every this-many-th create (0: none) waits `tail_factor` times `put`.
-    pub tail_every: u64,
-    /// How much slower a tail create is.
-    pub tail_factor: u32,
+    /// How create latencies spread around `put`.
+    pub tail: Tail,
 }
+
+/// The shape of the creates' latency tail (`--put-tail`).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub enum Tail {
+    /// Every create waits `put`.
+    #[default]
+    None,
+    /// Every `every`-th create waits `factor` times `put`, the others `put`.
+    Every {
+        /// Which creates are slow (every this-many-th).
+        every: u64,
+        /// How much slower they are.
+        factor: u32,
+    },
+    /// Each create waits `put` times `exp(sigma x N(0, 1))`: `put` is the
+    /// median, and sigma 1 puts the 99th percentile at 10.2 times it.
+    LogNormal {
+        /// The standard deviation of the latency's logarithm.
+        sigma: f64,
+    },
+}
+
+impl Tail {
+    /// The delay of the `n`-th create (from 1), drawing from `rng` when the
+    /// shape is random.
+    fn delay(self, put: Duration, n: u64, rng: &Mutex<SmallRng>) -> Duration {
+        match self {
+            Tail::None => put,
+            Tail::Every { every, factor } => {
+                if every > 0 && n.is_multiple_of(every) {
+                    put * factor
+                } else {
+                    put
+                }
+            }
+            Tail::LogNormal { sigma } => {
+                let z = {
+                    let mut rng = rng.lock().unwrap_or_else(|e| e.into_inner());
+                    standard_normal(&mut rng)
+                };
+                // At most a minute, as `--put-latency` is.
+                put.mul_f64((sigma * z).exp().min(60.0 / put.as_secs_f64().max(1e-9)))
+            }
+        }
+    }
+}
+
+/// One draw of N(0, 1) (Box-Muller).
+fn standard_normal(rng: &mut SmallRng) -> f64 {
+    use rand::Rng;
+    // (0, 1]: the logarithm stays finite.
+    let u1 = 1.0 - rng.random::<f64>();
+    let u2 = rng.random::<f64>();
+    (-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos()
+}
+
+/// The seed of the lognormal draws: every run sees the same sequence.
+const TAIL_SEED: u64 = 0x7a11;
 
 impl Latency {
     /// Whether any request is delayed (the wrapper then models a remote store).
@@ -120,6 +179,8 @@ pub struct Counting {
     inner: Storage,
     counters: Arc<Counters>,
     latency: Latency,
+    /// The lognormal tail's draws, seeded.
+    rng: Arc<Mutex<SmallRng>>,
 }
 
 impl Counting {
@@ -131,6 +192,7 @@ impl Counting {
                 inner,
                 counters: counters.clone(),
                 latency,
+                rng: Arc::new(Mutex::new(SmallRng::seed_from_u64(TAIL_SEED))),
             },
             counters,
         )
@@ -155,9 +217,7 @@ impl ObjectStorage for Counting {
         {
             self.counters.sizes().push(data.len() as u64);
         }
-        let tail = self.latency.tail_every > 0 && n.is_multiple_of(self.latency.tail_every);
-        let factor = if tail { self.latency.tail_factor } else { 1 };
-        delay(self.latency.put * factor).await;
+        delay(self.latency.tail.delay(self.latency.put, n, &self.rng)).await;
         self.inner.create(key, data).await
     }
 
@@ -222,6 +282,28 @@ mod tests {
                 "{latency:?} models a remote store"
             );
         }
+    }
+
+    #[test]
+    fn the_tail_shapes_delay_as_they_say() {
+        let put = Duration::from_millis(30);
+        let rng = Mutex::new(SmallRng::seed_from_u64(TAIL_SEED));
+        let every = Tail::Every {
+            every: 100,
+            factor: 10,
+        };
+        let delays: Vec<Duration> = (1..=200).map(|n| every.delay(put, n, &rng)).collect();
+        assert_eq!(delays.iter().filter(|&&d| d == put * 10).count(), 2);
+        assert_eq!(delays[99], put * 10, "the 100th");
+        let lognormal = Tail::LogNormal { sigma: 1.0 };
+        let mut delays: Vec<Duration> = (1..=10_000)
+            .map(|n| lognormal.delay(put, n, &rng))
+            .collect();
+        delays.sort_unstable();
+        // exp(N(0, 1)): the median 1x, the 99th percentile e^2.326 = 10.2x.
+        let ratio = |q: usize| delays[q].as_secs_f64() / put.as_secs_f64();
+        assert!((0.9..1.1).contains(&ratio(5_000)), "p50 {}", ratio(5_000));
+        assert!((8.5..12.5).contains(&ratio(9_900)), "p99 {}", ratio(9_900));
     }
 
     #[tokio::test(start_paused = true)]

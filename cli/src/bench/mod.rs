@@ -50,7 +50,7 @@ use tokio::time::Instant;
 use crate::metrics_http;
 use crate::store::{self, AckModeArg};
 use crate::{CliError, CliResult};
-use counting::{Counting, Latency};
+use counting::{Counting, Latency, Tail};
 use report::{Baseline, Round};
 
 /// Arguments of `objwal bench`.
@@ -108,11 +108,13 @@ pub struct BenchArgs {
     /// Delay every read (read-backs, recovery) by this much.
     #[arg(long, value_parser = latency_arg)]
     get_latency: Option<Duration>,
-    /// A heavy tail: every N-th create waits F times the put latency
-    /// (`N:F`, e.g. "100:10": 1% of creates 10x slower), to measure
-    /// hedged creates.
-    #[arg(long, value_name = "N:F", value_parser = tail_arg)]
-    put_tail: Option<(u64, u32)>,
+    /// A heavy tail, to measure hedged creates: `N:F`, every N-th create
+    /// waits F times the put latency (e.g. "100:10": 1% of creates 10x
+    /// slower), or `lognormal:SIGMA`, each create waits the put latency
+    /// times exp(SIGMA x N(0, 1)) (the put latency is then the median;
+    /// "lognormal:1" puts the 99th percentile at 10.2 times it).
+    #[arg(long, value_name = "N:F|lognormal:SIGMA", value_parser = tail_arg)]
+    put_tail: Option<Tail>,
     /// Serve the metrics as Prometheus text at http://HOST:PORT/metrics
     /// while the bench runs (port 0: a free port; printed first).
     #[arg(long, value_name = "HOST:PORT")]
@@ -134,12 +136,10 @@ pub async fn run(prefix: &str, args: BenchArgs) -> CliResult {
     let run_prefix = format!("{prefix}/bench-{}-{stamp}", std::process::id());
     store::prefix(&run_prefix)?;
     let dirs = NewDirs::before(&args.store, &run_prefix);
-    let (tail_every, tail_factor) = args.put_tail.unwrap_or((0, 1));
     let latency = Latency {
         put: args.put_latency.unwrap_or_default(),
         get: args.get_latency.unwrap_or_default(),
-        tail_every,
-        tail_factor,
+        tail: args.put_tail.unwrap_or_default(),
     };
     let result = bench(&storage, latency, &run_prefix, &config, &args).await;
     if let Some(dirs) = dirs {
@@ -293,16 +293,28 @@ fn config(args: &BenchArgs) -> Result<Config, CliError> {
     store::config(overrides)
 }
 
-/// A tail flag: every N-th create F times slower.
-fn tail_arg(s: &str) -> Result<(u64, u32), String> {
-    let bad = || format!("{s:?} is not N:F (every N-th create F times slower, e.g. 100:10)");
+/// A tail flag: every N-th create F times slower, or a lognormal.
+fn tail_arg(s: &str) -> Result<Tail, String> {
+    let bad = || {
+        format!(
+            "{s:?} is neither N:F (every N-th create F times slower, e.g. 100:10) \
+             nor lognormal:SIGMA (e.g. lognormal:1)"
+        )
+    };
     let (n, f) = s.split_once(':').ok_or_else(bad)?;
-    let n: u64 = n.trim().parse().map_err(|_| bad())?;
-    let f: u32 = f.trim().parse().map_err(|_| bad())?;
-    if n == 0 || f == 0 {
+    if n.trim() == "lognormal" {
+        let sigma: f64 = f.trim().parse().map_err(|_| bad())?;
+        if !(sigma > 0.0 && sigma <= 4.0) {
+            return Err(format!("{s:?}: SIGMA must be above 0 and at most 4"));
+        }
+        return Ok(Tail::LogNormal { sigma });
+    }
+    let every: u64 = n.trim().parse().map_err(|_| bad())?;
+    let factor: u32 = f.trim().parse().map_err(|_| bad())?;
+    if every == 0 || factor == 0 {
         return Err(bad());
     }
-    Ok((n, f))
+    Ok(Tail::Every { every, factor })
 }
 
 /// A delay flag: a duration such as "30ms" or "1.5s", at most a minute.
@@ -577,4 +589,32 @@ async fn baseline(
         object_bytes: data.len() as u64,
         latencies,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_tail_is_every_nth_create_or_a_lognormal() {
+        assert_eq!(
+            tail_arg("100:10"),
+            Ok(Tail::Every {
+                every: 100,
+                factor: 10
+            })
+        );
+        assert_eq!(tail_arg("lognormal:1"), Ok(Tail::LogNormal { sigma: 1.0 }));
+        for bad in [
+            "0:10",
+            "100:0",
+            "100",
+            "lognormal:0",
+            "lognormal:-1",
+            "lognormal:x",
+            "normal:1",
+        ] {
+            assert!(tail_arg(bad).is_err(), "{bad}");
+        }
+    }
 }

@@ -6,7 +6,7 @@
 
 use objwal::{Config, EarlySeals};
 
-use crate::bench::counting::{Latency, Snapshot};
+use crate::bench::counting::{Latency, Snapshot, Tail};
 
 const MIB: f64 = (1u64 << 20) as f64;
 const GIB: f64 = (1u64 << 30) as f64;
@@ -134,13 +134,18 @@ pub fn print_store(latency: Latency, remote: bool, config: &Config) {
             latency.get
         );
     }
-    if latency.tail_every > 0 {
-        out!(
-            "tail: every {}th create waits {}x ({:?})",
-            latency.tail_every,
-            latency.tail_factor,
-            latency.put * latency.tail_factor
-        );
+    match latency.tail {
+        Tail::None => {}
+        Tail::Every { every, factor } => out!(
+            "tail: every {every}th create waits {factor}x ({:?})",
+            latency.put * factor
+        ),
+        Tail::LogNormal { sigma } => out!(
+            "tail: each create waits {:?} x exp({sigma} x N(0, 1)) (lognormal, median {:?}, p99 {:?})",
+            latency.put,
+            latency.put,
+            latency.put.mul_f64((2.326 * sigma).exp())
+        ),
     }
     out!("early seals: {}", budget(config, remote));
     let hedge = match config.hedge_creates.budget_for(remote) {

@@ -97,3 +97,37 @@ async fn hedging_is_off_by_default_where_requests_are_free() {
     assert_eq!(t.counter(m::HEDGED_CREATES_TOTAL), 0);
     wal.stop().await.unwrap();
 }
+
+/// Issue 32: on a tight distribution (every create 30 ms) a slow create was
+/// hedged at 1.2 x the median, so its appends waited 36 + 30 ms, 2.2 times
+/// the others. Past the 99th percentile of a tight distribution (at least
+/// 1.05 x the median) a create is an outlier: the hedge goes at 31.5 ms.
+#[tokio::test(start_paused = true)]
+async fn a_tight_distribution_hedges_past_its_99th_percentile_not_at_1_2x_the_median() {
+    let config = Config {
+        hedge_creates: HedgeCreates::Budget(0.05),
+        early_seals: crate::config::EarlySeals::Unlimited,
+        ..config()
+    };
+    let t = Bench::new("hedge-tight", config);
+    t.faulty
+        .set_latency(crate::storage::fault::Op::Create, Duration::from_millis(30));
+    let wal = t.open().await;
+    // Enough creates that landed in 30 ms to trust the percentile.
+    for _ in 0..40 {
+        within(wal.append(vec![(1, b("a"))])).await.unwrap();
+    }
+    assert_eq!(t.counter(m::HEDGED_CREATES_TOTAL), 0, "no jitter, no hedge");
+    // The next object's first create never answers: only its hedge lands.
+    t.faulty
+        .stall_next(crate::storage::fault::Op::Create, "/objects/", 1);
+    let started = tokio::time::Instant::now();
+    within(wal.append(vec![(1, b("slow"))])).await.unwrap();
+    let waited = started.elapsed();
+    assert_eq!(t.counter(m::HEDGED_CREATES_TOTAL), 1);
+    assert!(
+        waited >= Duration::from_micros(61_500) && waited < Duration::from_millis(63),
+        "hedged at 1.05 x 30 ms, landed 30 ms later (1.2 x would be 66 ms): {waited:?}"
+    );
+    wal.stop().await.unwrap();
+}
