@@ -2,6 +2,7 @@
 //! Run with `--all-features` (the fault wrapper is behind `testing`).
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
+mod attack30;
 mod blocking;
 mod common;
 mod compatibility_logs;
