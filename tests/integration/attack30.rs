@@ -138,13 +138,14 @@ async fn release_behind_a_damaged_carrier(
     carrier
 }
 
-/// Defect (rfcs/0005 decision 12, G8: a release "ends every follower").
-/// History: a follower of R and A (quarantining damaged objects) runs; A's
+/// Found by the attack on issue 30 (rfcs/0005 decision 12, G8: a release
+/// "ends every follower"); fixed: a damaged object on the chain lists the
+/// markers, and again once a boundary passes it. History: a follower of R and A (quarantining damaged objects) runs; A's
 /// writer releases R; the object carrying the release record is damaged
 /// as the follower reads it (its release segment fails its CRC on every
 /// read); the writer goes on writing A. The follower takes the damaged
 /// object in as a placeholder and yields A's later entries, but never ends
-/// R with `RegionReleased`. Mechanism: `take_in_damaged`
+/// R with `RegionReleased`. Mechanism as found: `take_in_damaged`
 /// (`engine/objects.rs`) builds the placeholder with no marks and no
 /// releases, ignoring `Damaged::records`, and (unlike a collected gap or a
 /// backfill's collected object) does not call `releases_may_be_missed`, so
@@ -152,7 +153,7 @@ async fn release_behind_a_damaged_carrier(
 /// holds no segment of R, so not even a hole of R is booked. The follower
 /// then waits on R for ever as on a quiet region.
 #[tokio::test(start_paused = true)]
-#[ignore = "defect: a follower past a damaged release carrier never ends the region (take_in_damaged drops the releases and lists no markers)"]
+
 async fn a_follower_past_a_damaged_release_carrier_ends_the_region() {
     let storage = faulty_memory().storage();
     let wal = Wal::open(storage.clone(), "a", config()).await.unwrap();

@@ -234,6 +234,10 @@ pub(crate) struct Engine {
     /// A hole may have swallowed a release record: list the release
     /// markers at the next step (`released.rs`).
     relist_released: bool,
+    /// A damaged object on the chain whose release records could not be
+    /// read: the markers are listed again once an object's boundary passes
+    /// it (`take_in_damaged`).
+    unknown_releases_at: Option<u64>,
     /// The generation of the latest `add` taken in.
     latest_generation: u64,
 }
@@ -317,6 +321,7 @@ impl Engine {
             failing_since: None,
             step_failed: false,
             relist_released: false,
+            unknown_releases_at: None,
             latest_generation: 0,
         }
     }

@@ -103,6 +103,18 @@ impl Engine {
         tracing::warn!(prefix = %self.prefix, key = %damaged.key, error = %damaged.error,
             "a damaged object on the chain: its entries are holes");
         self.metrics.missed_objects.increment(1);
+        // Its release records could not be read: the markers say which
+        // releases were made (found by the attack on issue 30: a follower
+        // past a damaged carrier never ended the released region). A
+        // marker is created once its record's object is indexed, so it may
+        // not be there yet: the markers are listed again once an object
+        // carries a boundary above this one, which the writer writes only
+        // once the markers of its records are durable (rule M2).
+        self.releases_may_be_missed();
+        let below = self
+            .unknown_releases_at
+            .map_or(sequence, |s| s.min(sequence));
+        self.unknown_releases_at = Some(below);
         let regions: Vec<(RegionId, EntryId, EntryId)> = match &damaged.segments {
             Some(segments) => segments
                 .iter()
@@ -144,6 +156,13 @@ impl Engine {
     pub(super) fn enter(&mut self, object: IndexedObject) -> bool {
         let summary = summary_of(&object);
         let boundary = object.reclaim_boundary.min(object.sequence);
+        if self
+            .unknown_releases_at
+            .is_some_and(|s| object.reclaim_boundary > s)
+        {
+            self.unknown_releases_at = None;
+            self.releases_may_be_missed();
+        }
         if let Err(e) = self.catalog.insert(object) {
             self.fail(Error::recovery(format!(
                 "a followed object breaks the catalog: {e}"
