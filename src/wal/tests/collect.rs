@@ -232,7 +232,8 @@ async fn a_failing_delete_is_retried_on_ticks_not_in_a_loop() {
     wal.obsolete(1, a[0]).await.unwrap();
     wal.append(vec![(2, b("b"))]).await.unwrap();
     tokio::time::sleep(Duration::from_millis(100)).await;
-    // A pass lists the holds, then the objects (rfcs/0011): two listings.
+    // A pass with something to delete lists the objects, then the holds
+    // (rfcs/0011): two listings.
     let lists = t.faulty.counts().list.requests;
     assert!(lists <= 40, "{lists} listings in 100 ms of 10 ms ticks");
     assert!(t.counter(m::FAILED_DELETES_TOTAL) >= 2, "retried");

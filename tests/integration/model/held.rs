@@ -319,6 +319,16 @@ impl Driver {
         });
         for answer in all {
             match answer {
+                // An append still waiting for backlog room when the stop
+                // came is dropped by it, never admitted (`Stopped`, "the
+                // request was dropped by stop"): found at seed 5 with a
+                // tight backlog.
+                Answer::Appended(task, Err(Error::Stopped { .. }))
+                    if letting == Letting::StopFailing && !crash =>
+                {
+                    self.model.refuse(&keys[task].0);
+                    appended[task] = Some(false);
+                }
                 Answer::Appended(task, result) => {
                     self.append_answered(&keys[task].0, result.clone(), failing, &floor)?;
                     appended[task] = Some(result.is_ok());

@@ -18,8 +18,9 @@
 //! them); whether it lands or not, the next writer's first pass lists
 //! every key below the boundary and deletes what is left.
 //!
-//! Reader holds (rfcs/0011): every pass first lists `holds/` and deletes
-//! nothing at or above the position of a live hold. A pass that a hold
+//! Reader holds (rfcs/0011): a pass that found objects to delete lists
+//! `holds/` before it deletes any, and deletes nothing at or above the
+//! position of a live hold. A pass that a hold
 //! held back is repeated no sooner than a quarter of the holding ttl,
 //! clamped to [flush interval, [`HELD_RECHECK`]]: holders move their holds
 //! about that often, so the listings a hold costs stay bounded, and a
@@ -306,9 +307,9 @@ impl Actor {
     }
 }
 
-/// One pass: list the holds, then the objects, then delete up to
-/// [`PASS_LIMIT`] objects below `boundary` and below every live hold's
-/// position (never a settle marker or filler in `keep`).
+/// One pass: list the objects; if any lies below `boundary` (never a
+/// settle marker or filler in `keep`), list the holds, then delete up to
+/// [`PASS_LIMIT`] of them below every live hold's position.
 async fn collect(
     storage: Storage,
     prefix: Prefix,
@@ -326,9 +327,27 @@ async fn collect(
         held: 0,
         held_back: None,
     };
-    // Holds first: a hold that lands after this listing was placed while
-    // the objects this pass may delete were already below the durable
-    // boundary (rfcs/0011, "When a hold is in force").
+    let listed = match storage.list(&prefix.objects_prefix()).await {
+        Ok(listed) => listed,
+        Err(e) => {
+            pass.list_error = Some(e);
+            return pass;
+        }
+    };
+    let below: Vec<(u64, String)> = listed
+        .into_iter()
+        .filter_map(|meta| {
+            let sequence = prefix.parse_object_key(&meta.key)?;
+            (sequence < boundary && !keep.contains(&sequence)).then_some((sequence, meta.key))
+        })
+        .collect();
+    if below.is_empty() {
+        // Nothing to delete: the holds need no listing.
+        return pass;
+    }
+    // Listed before any delete: a hold that lands after this listing was
+    // placed while the objects this pass may delete were already below the
+    // durable boundary (rfcs/0011, "When a hold is in force").
     let holds = match storage.list(&prefix.holds_prefix()).await {
         Ok(listed) => listed,
         Err(e) => {
@@ -354,20 +373,6 @@ async fn collect(
     let limit = holding.map_or(boundary, |k| k.position);
     pass.boundary = limit;
     pass.held_back = holding.map(|k| std::time::Duration::from_millis(k.ttl_ms / 4));
-    let listed = match storage.list(&prefix.objects_prefix()).await {
-        Ok(listed) => listed,
-        Err(e) => {
-            pass.list_error = Some(e);
-            return pass;
-        }
-    };
-    let below: Vec<(u64, String)> = listed
-        .into_iter()
-        .filter_map(|meta| {
-            let sequence = prefix.parse_object_key(&meta.key)?;
-            (sequence < boundary && !keep.contains(&sequence)).then_some((sequence, meta.key))
-        })
-        .collect();
     let spared: Vec<u64> = below
         .iter()
         .map(|&(sequence, _)| sequence)
