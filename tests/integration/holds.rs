@@ -47,7 +47,7 @@ async fn churn(wal: &Wal, n: usize) -> Vec<EntryId> {
 }
 
 /// The object keys under the prefix now.
-async fn objects(storage: &Storage) -> Vec<u64> {
+pub(super) async fn objects(storage: &Storage) -> Vec<u64> {
     storage
         .list(&format!("{PREFIX}/objects/"))
         .await
@@ -62,7 +62,7 @@ async fn objects(storage: &Storage) -> Vec<u64> {
 
 /// Waits (virtual time) until the writer's collection has left no object
 /// below `sequence` but the ones `kept` names.
-async fn collected_below(storage: &Storage, sequence: u64) {
+pub(super) async fn collected_below(storage: &Storage, sequence: u64) {
     within(async {
         loop {
             if objects(storage).await.iter().all(|&s| s >= sequence) {
@@ -74,7 +74,7 @@ async fn collected_below(storage: &Storage, sequence: u64) {
     .await;
 }
 
-async fn drain(follower: &mut Follower) -> Vec<Entry> {
+pub(super) async fn drain(follower: &mut Follower) -> Vec<Entry> {
     let mut got = Vec::new();
     let mut caught_up = follower.catch_up();
     while let Some(item) = within(caught_up.next()).await {

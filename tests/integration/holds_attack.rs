@@ -19,11 +19,12 @@ use futures::StreamExt;
 use objwal::storage::fault::Op;
 use objwal::storage::StorageErrorKind;
 use objwal::{
-    Config, Created, Entry, EntryId, Follower, Hold, ObjectMeta, ObjectStorage, Storage,
-    StorageError, Suffix, Wal, WalReader,
+    Config, Created, EntryId, Hold, ObjectMeta, ObjectStorage, Storage, StorageError, Suffix, Wal,
+    WalReader,
 };
 
 use crate::common::*;
+use crate::holds::{collected_below, drain, objects};
 
 const PREFIX: &str = "t";
 const TTL: Duration = Duration::from_secs(60);
@@ -53,20 +54,6 @@ async fn churn(wal: &Wal, region: u64, n: usize) -> Vec<EntryId> {
     ids
 }
 
-/// The object sequences under the prefix now.
-async fn objects(storage: &Storage) -> Vec<u64> {
-    storage
-        .list(&format!("{PREFIX}/objects/"))
-        .await
-        .unwrap()
-        .iter()
-        .filter_map(|m| {
-            let name = m.key.rsplit('/').next()?;
-            name.strip_suffix(".wal")?.parse().ok()
-        })
-        .collect()
-}
-
 /// The keys under `holds/` now.
 async fn hold_keys(storage: &Storage) -> Vec<String> {
     storage
@@ -76,28 +63,6 @@ async fn hold_keys(storage: &Storage) -> Vec<String> {
         .into_iter()
         .map(|m| m.key)
         .collect()
-}
-
-/// Waits (virtual time) until no object is left below `sequence`.
-async fn collected_below(storage: &Storage, sequence: u64) {
-    within(async {
-        loop {
-            if objects(storage).await.iter().all(|&s| s >= sequence) {
-                return;
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    })
-    .await;
-}
-
-async fn drain(follower: &mut Follower) -> Vec<Entry> {
-    let mut got = Vec::new();
-    let mut caught_up = follower.catch_up();
-    while let Some(item) = within(caught_up.next()).await {
-        got.push(item.unwrap());
-    }
-    got
 }
 
 /// A store whose creates under `holds/` wait while the gate is shut: a

@@ -263,14 +263,14 @@ async fn attack_quarantine_transit_corruption_of_the_live_tip() {
         faults.clear_faults();
         match opened {
             Err(e) => {
-                eprintln!("ATK {label}: the open failed: {e}");
+                tracing::debug!(label, error = %e, "attack: the open failed");
                 if let Ok(ids) = within(z.append(vec![(1, b("c"))])).await {
                     acked.extend(ids);
                 }
             }
             Ok(w) => {
                 let holes = w.holes(1);
-                eprintln!("ATK {label}: opened, holes {holes:?}");
+                tracing::debug!(label, ?holes, "attack: opened");
                 let seen: Vec<_> = try_read(&w, 1, 0)
                     .await
                     .unwrap()
