@@ -62,6 +62,23 @@ pub use memory::MemoryStorage;
 #[doc(hidden)]
 pub use rooted::Rooted;
 
+/// Installs ring as the process's TLS crypto provider, unless one is
+/// installed already (then it does nothing).
+///
+/// The adapters' HTTP clients are built with rustls and ring instead of
+/// aws-lc-rs (whose C build was the longest part of an adapter build), so
+/// a TLS client needs a provider installed for the process before it is
+/// built. [`Storage::from_url`] calls this before it builds a client; call
+/// it yourself before you build an `object_store` or `opendal` client of
+/// your own to hand to [`Storage::from_object_store`] or
+/// [`Storage::from_opendal`] (or enable object_store's `aws` feature, which
+/// brings aws-lc-rs back and needs nothing installed).
+#[cfg(any(feature = "object_store", feature = "opendal"))]
+pub fn install_crypto_provider() {
+    // An error means a provider is installed: whichever was first stays.
+    let _ = ::rustls::crypto::ring::default_provider().install_default();
+}
+
 /// What a conditional create did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Created {

@@ -282,6 +282,7 @@ impl Http {
     /// `op` with a reqwest client of these timeouts as its HTTP transport
     /// (opendal's default client has no overall timeout).
     fn apply(self, url: &str, op: ::opendal::Operator) -> Result<::opendal::Operator, Error> {
+        crate::storage::install_crypto_provider();
         let client = ::reqwest::Client::builder()
             .timeout(self.timeout)
             .connect_timeout(self.connect_timeout)
@@ -391,6 +392,7 @@ fn s3_object_store(url: &str, u: &CloudUrl, options: &Options) -> Result<Storage
     if plain && !http_named {
         b = b.with_allow_http(true);
     }
+    crate::storage::install_crypto_provider();
     let store = b
         .with_retry(RetryConfig {
             max_retries: 0,

@@ -276,3 +276,23 @@ fn the_module_docs_name_every_option() {
         }
     }
 }
+
+/// The adapters' TLS is rustls with ring, installed by `from_url` before it
+/// builds a client: an https endpoint gets as far as the network (here a
+/// closed port on loopback) instead of panicking for want of a provider.
+#[cfg(feature = "object_store")]
+#[tokio::test]
+async fn an_https_endpoint_builds_its_tls_client_with_ring() {
+    use crate::storage::ObjectStorage;
+    let s = Storage::from_url_opts(
+        "s3://b/root",
+        [
+            ("aws_endpoint", "https://127.0.0.1:1"),
+            ("aws_access_key_id", "k"),
+            ("aws_secret_access_key", "s"),
+        ],
+    )
+    .unwrap();
+    let e = s.list("p/").await.unwrap_err();
+    assert!(!e.to_string().is_empty());
+}

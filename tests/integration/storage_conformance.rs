@@ -110,6 +110,7 @@ mod make {
 
     #[cfg(feature = "opendal")]
     pub fn opendal_s3_operator(endpoint: &str) -> opendal::Operator {
+        objwal::storage::install_crypto_provider();
         let b = opendal::services::S3::default()
             .bucket(S3_BUCKET)
             .endpoint(endpoint)
@@ -131,6 +132,7 @@ mod make {
     #[cfg(feature = "object_store")]
     pub async fn object_store_s3(tag: &str) -> Option<Backend> {
         let endpoint = crate::common::s3_endpoint();
+        objwal::storage::install_crypto_provider();
         let store = object_store::aws::AmazonS3Builder::new()
             .with_bucket_name(S3_BUCKET)
             .with_endpoint(endpoint)
@@ -503,6 +505,7 @@ async fn s3_from_url_and_missing_bucket() {
     assert!(checks::is_permanent(e.kind()), "{e}");
     #[cfg(feature = "opendal")]
     {
+        objwal::storage::install_crypto_provider();
         let b = opendal::services::S3::default()
             .bucket("no-such-bucket-objwal")
             .endpoint(&endpoint)

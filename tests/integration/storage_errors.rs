@@ -110,6 +110,7 @@ async fn missing_credentials_name_the_fix_not_the_metadata_request() {
     // object_store with no keys asks the instance metadata service; here
     // one on a closed port (the environment's variables are not read).
     let metadata = format!("http://127.0.0.1:{}", closed_port());
+    objwal::storage::install_crypto_provider();
     let store = object_store::aws::AmazonS3Builder::new()
         .with_bucket_name(S3_BUCKET)
         .with_endpoint(&endpoint)
@@ -134,6 +135,7 @@ async fn missing_credentials_name_the_fix_not_the_metadata_request() {
     assert!(!text.contains("/latest/api/token"), "{text}");
 
     // opendal with every credential source turned off.
+    objwal::storage::install_crypto_provider();
     let op = opendal::services::S3::default()
         .bucket(S3_BUCKET)
         .endpoint(&endpoint)
