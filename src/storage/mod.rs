@@ -73,9 +73,20 @@ pub use rooted::Rooted;
 /// your own to hand to [`Storage::from_object_store`] or
 /// [`Storage::from_opendal`] (or enable object_store's `aws` feature, which
 /// brings aws-lc-rs back and needs nothing installed).
+///
+/// ring's provider has no post-quantum key exchange (X25519 and the NIST
+/// curves only). To have it, install aws-lc-rs's provider before the first
+/// storage is built (`rustls::crypto::aws_lc_rs::default_provider()
+/// .install_default()` with rustls's `aws-lc-rs` feature): this function
+/// then leaves it in place.
 #[cfg(any(feature = "object_store", feature = "opendal"))]
 pub fn install_crypto_provider() {
     // An error means a provider is installed: whichever was first stays.
+    #[allow(
+        deprecated,
+        reason = "rustls 0.23.48 deprecates ring's provider for its lack of post-quantum key \
+                  exchange; the trade against aws-lc-rs's build is in BENCHMARKS.md (Build times)"
+    )]
     let _ = ::rustls::crypto::ring::default_provider().install_default();
 }
 
