@@ -63,16 +63,18 @@ pub use memory::MemoryStorage;
 pub use rooted::Rooted;
 
 /// Installs ring as the process's TLS crypto provider, unless one is
-/// installed already (then it does nothing).
+/// installed already (then it does nothing); with the `opendal` feature,
+/// also opendal's process-wide default HTTP transport (a reqwest client with
+/// a 60 s request and a 5 s connect timeout), unless one is installed.
 ///
 /// The adapters' HTTP clients are built with rustls and ring instead of
 /// aws-lc-rs (whose C build was the longest part of an adapter build), so
 /// a TLS client needs a provider installed for the process before it is
-/// built. [`Storage::from_url`] calls this before it builds a client; call
-/// it yourself before you build an `object_store` or `opendal` client of
-/// your own to hand to [`Storage::from_object_store`] or
-/// [`Storage::from_opendal`] (or enable object_store's `aws` feature, which
-/// brings aws-lc-rs back and needs nothing installed).
+/// built. [`Storage::from_url`] and `Storage::from_opendal` call this;
+/// call it yourself before you build an `object_store` client of your own
+/// for `Storage::from_object_store`, or use an opendal operator before
+/// handing it over (or enable object_store's `aws` feature, which brings
+/// aws-lc-rs back and needs nothing installed).
 ///
 /// ring's provider has no post-quantum key exchange (X25519 and the NIST
 /// curves only). To have it, install aws-lc-rs's provider before the first
@@ -88,6 +90,8 @@ pub fn install_crypto_provider() {
                   exchange; the trade against aws-lc-rs's build is in BENCHMARKS.md (Build times)"
     )]
     let _ = ::rustls::crypto::ring::default_provider().install_default();
+    #[cfg(feature = "opendal")]
+    self::opendal::install_default_transport();
 }
 
 /// What a conditional create did.

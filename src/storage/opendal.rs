@@ -64,8 +64,30 @@ impl Storage {
     /// not create atomically (see [`OpendalStorage`]);
     /// the caller's read-back decides what such a store holds.
     pub fn from_opendal(op: Operator) -> Storage {
+        // An operator built by hand uses opendal's default transport, which
+        // opendal no longer installs by itself without aws-lc-rs.
+        super::install_crypto_provider();
         Storage::new(OpendalStorage::new(op))
     }
+}
+
+/// Installs opendal's process-wide default HTTP transport, once: a reqwest
+/// client with the timeouts of the URL-built backends. The crypto provider
+/// must be installed first (`install_crypto_provider` does both).
+pub(crate) fn install_default_transport() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let client = ::reqwest::Client::builder()
+            .timeout(super::url::cloud::HTTP_TIMEOUT)
+            .connect_timeout(super::url::cloud::CONNECT_TIMEOUT)
+            .build();
+        match client {
+            Ok(client) => ::opendal::HttpTransporter::install_default(
+                ::opendal_http_transport_reqwest::ReqwestTransport::new(client),
+            ),
+            Err(e) => tracing::warn!(error = %e, "cannot build opendal's default HTTP client"),
+        }
+    });
 }
 
 /// Maps an opendal error about `key`.

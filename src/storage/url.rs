@@ -347,7 +347,7 @@ fn cloud(url: &str, scheme: &str, options: &Options) -> Result<Storage, Error> {
 }
 
 #[path = "url_cloud.rs"]
-mod cloud;
+pub(super) mod cloud;
 
 #[cfg(test)]
 #[path = "url_tests.rs"]
