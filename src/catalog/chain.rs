@@ -72,12 +72,22 @@ pub fn predecessor(
     let mut first = link.sequence;
     for (&sequence, below) in objects.range(..link.sequence).rev() {
         if below.epoch == link.epoch {
-            let continues = (first..=link.sequence).contains(&below.next_key);
-            return Some(match continues {
-                true => Ok(sequence),
+            // Fillers may also stand at the run's next keys above it (start
+            // objects of failed opens); the first key past them that holds
+            // nothing is where the chain breaks, not a filler's key.
+            let mut key = below.next_key;
+            while key < first
+                && objects
+                    .get(&key)
+                    .is_some_and(|o| o.is_filler_for(link.epoch))
+            {
+                key += 1;
+            }
+            return Some(match key {
+                _ if (first..=link.sequence).contains(&key) => Ok(sequence),
                 // Keys of the run between it and the fillers are missing.
-                false if below.next_key < first => Err(below.next_key),
-                false => Err(link.sequence),
+                _ if key < first => Err(key),
+                _ => Err(link.sequence),
             });
         }
         if sequence + 1 == first && below.is_filler_for(link.epoch) {
@@ -240,6 +250,35 @@ pub(crate) mod tests {
     /// Summaries keyed by sequence.
     pub(crate) fn map(objects: &[ObjectSummary]) -> BTreeMap<u64, ObjectSummary> {
         objects.iter().map(|o| (o.sequence, *o)).collect()
+    }
+
+    #[test]
+    fn a_deleted_object_between_two_fillers_breaks_the_chain_at_its_own_key() {
+        // Epoch 2 writes 3; epoch 1's fillers stand at 4 and 6; epoch 2's 5
+        // links to the filler at 4 and 7 to the filler at 6 (boundary 5).
+        // 5 is deleted by hand: the chain of 7 is broken at 5, not at the
+        // filler's key 4 (that once accepted the chain across the hole when
+        // the boundary was 5, and named no missing object below it).
+        let mut objects = map(&[
+            obj(3, 2, None, 1),
+            filler(4, 1),
+            obj(5, 2, Some((4, 2)), 1),
+            filler(6, 1),
+            obj(7, 2, Some((6, 2)), 5),
+        ]);
+        assert_eq!(predecessor(&objects, &objects[&7]), Some(Ok(5)));
+        assert_eq!(predecessor(&objects, &objects[&5]), Some(Ok(3)));
+        objects.remove(&5);
+        assert_eq!(predecessor(&objects, &objects[&7]), Some(Err(5)));
+        let tip = select(&objects)
+            .ok()
+            .and_then(|s| s.tip)
+            .map(|t| t.sequence);
+        assert_ne!(
+            tip,
+            Some(7),
+            "a chain accepted across a missing object at its boundary"
+        );
     }
 
     #[test]

@@ -288,6 +288,25 @@ mod tests {
     }
 
     #[test]
+    fn a_missing_object_between_two_fillers_is_named_at_its_own_key() {
+        // Epoch 2's run: 3, then (fillers of epoch 1 at 4 and 6, empty start
+        // objects of failed opens) 5 linking to the filler at 4, gone, and
+        // 7 linking to the filler at 6, sealed with 5 acknowledged.
+        let (intact, present) = run(&[
+            object(1, 1, (0, 1), None),
+            object(2, 1, (1, 1), Some(1)),
+            object(3, 2, (2, 1), None),
+            object(4, 1, (2, 1), None),
+            object(6, 1, (2, 1), None),
+            object(7, 2, (6, 2), Some(5)),
+        ]);
+        let err = missing_objects(&intact, &present, 0, DamagePolicy::Fail, key).unwrap_err();
+        assert!(err.to_string().contains(&key(5)), "{err}");
+        let found = missing_objects(&intact, &present, 0, DamagePolicy::Quarantine, key).unwrap();
+        assert_eq!(found.keys().copied().collect::<Vec<_>>(), vec![5]);
+    }
+
+    #[test]
     fn a_gap_nothing_says_was_acknowledged_is_what_a_crash_leaves() {
         // 3 was in flight when its writer crashed; 4 landed, sealed while
         // only 2 was acknowledged.

@@ -557,7 +557,29 @@ fn broken_at(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::catalog::chain::tests::{map, obj};
+    use crate::catalog::chain::tests::{filler, map, obj};
+
+    #[test]
+    fn a_missing_object_between_two_fillers_is_named_and_bridged_at_its_own_key() {
+        // Epoch 2's 3, epoch 1's fillers at 4 and 6, epoch 2's 7 linking to
+        // the filler at 6; 5 (linking to the filler at 4) is absent or
+        // damaged. The break is at 5, not at the filler's key 4, and a
+        // damaged 5 is bridged from 7.
+        let s = map(&[
+            obj(3, 2, None, 1),
+            filler(4, 1),
+            filler(6, 1),
+            obj(7, 2, Some((6, 2)), 1),
+        ]);
+        let selection = crate::catalog::chain::select(&s).unwrap();
+        assert_eq!(selection.tip.map(|t| t.sequence), Some(3));
+        assert_eq!(broken_at(&s, &selection, 7), 5);
+        let bridged = bridge(&s, 5).expect("7's chain goes down to 5");
+        assert_eq!(
+            (bridged.epoch, bridged.link.map(|l| l.sequence)),
+            (2, Some(3))
+        );
+    }
 
     #[test]
     fn a_bridge_takes_the_linkers_epoch_and_the_nearest_lower_object() {
