@@ -9,7 +9,10 @@
 //! once its object is durable and indexed) with the default configuration
 //! unless `--objwal` overrides it, or enqueued in the `enqueued8` workload
 //! (rows count once durable). Each round runs raft-engine, objwal and the
-//! floor (serial creates of objwal's median object on the same backend);
+//! floors (serial creates of objwal's median object on the same backend;
+//! and bare loops, one thread per writer, of the workload's appends: to an
+//! open file with fdatasync, and as new files with fsync and a directory
+//! fsync, which say what the disk gives each way of writing);
 //! odd rounds start with raft-engine, even rounds with objwal, so a drift
 //! of the machine's load does not favour one side. Every ratio is taken
 //! within one round; the summary shows the median over rounds.
@@ -114,6 +117,11 @@ struct Round {
     raft: Run,
     objwal: Run,
     floor_ms: f64,
+    /// Rows/s of the bare loops: append + fdatasync, create + fsync.
+    bare_append: f64,
+    bare_create: f64,
+    /// Rows/s of objwal's backend's creates, one task per writer.
+    backend: f64,
 }
 
 fn main() -> std::process::ExitCode {
@@ -193,11 +201,27 @@ fn run(args: &Args) -> Result<(), String> {
             let object = objwal.object_bytes.unwrap_or(1);
             let floor_ms =
                 runtime.block_on(wal::floor(&dir("floor"), object, args.seconds, seed))?;
+            let bare_append = wal::bare_loop(&dir("append"), workload, args.seconds, seed, true)?;
+            let bare_create = wal::bare_loop(&dir("create"), workload, args.seconds, seed, false)?;
+            let backend = runtime.block_on(wal::backend_loop(
+                &dir("backend"),
+                workload,
+                args.seconds,
+                seed,
+            ))?;
             print_round(n, &raft, &objwal, floor_ms);
+            println!(
+                "  bare loops, {} threads: append + fdatasync {bare_append:.0} rows/s, create + fsync + directory fsync {bare_create:.0} rows/s, objwal's backend's creates {backend:.0} rows/s; load {}",
+                workload.writers,
+                loadavg()
+            );
             rounds.push(Round {
                 raft,
                 objwal,
                 floor_ms,
+                bare_append,
+                bare_create,
+                backend,
             });
         }
         print_summary(&rounds);
@@ -232,6 +256,9 @@ fn print_summary(rounds: &[Round]) {
     let raft_p99 = col(|r| r.raft.p99_ms);
     let objwal_p99 = col(|r| r.objwal.p99_ms);
     let floor = col(|r| r.floor_ms);
+    let bare_append = col(|r| r.bare_append);
+    let bare_create = col(|r| r.bare_create);
+    let backend = col(|r| r.backend);
     println!(
         "{:<24} {:>14} {:>14} {:>20}",
         format!("median of {}", rounds.len()),
@@ -256,6 +283,30 @@ fn print_summary(rounds: &[Round]) {
         "-",
         median(floor.clone()),
         median_ratio(&objwal_p50, &floor)
+    );
+    // The disk's ceilings beside each system: a ratio near 1 says the
+    // system runs at what the disk gives its way of writing.
+    println!(
+        "{:<24} {:>14.0} rows/s  (raft-engine / it {:.2}x, objwal / it {:.2}x)",
+        "bare append+fdatasync",
+        median(bare_append.clone()),
+        median_ratio(&raft_rows, &bare_append),
+        median_ratio(&objwal_rows, &bare_append)
+    );
+    println!(
+        "{:<24} {:>14.0} rows/s  (raft-engine / it {:.2}x, objwal / it {:.2}x; it / raft-engine {:.2}x)",
+        "bare create+fsync",
+        median(bare_create.clone()),
+        median_ratio(&raft_rows, &bare_create),
+        median_ratio(&objwal_rows, &bare_create),
+        median_ratio(&bare_create, &raft_rows)
+    );
+    println!(
+        "{:<24} {:>14.0} rows/s  (objwal / it {:.2}x; it / bare create {:.2}x)",
+        "objwal backend's creates",
+        median(backend.clone()),
+        median_ratio(&objwal_rows, &backend),
+        median_ratio(&backend, &bare_create)
     );
     println!(
         "{:<24} {:>14} {:>14.1}",

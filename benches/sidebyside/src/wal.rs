@@ -188,3 +188,110 @@ pub async fn floor(dir: &Path, bytes: u64, seconds: f64, seed: u64) -> Result<f6
     latencies.sort_unstable();
     Ok(percentile_ms(&latencies, 0.5))
 }
+
+/// What the disk allows a workload without either system: one thread per
+/// writer, each writing the workload's append (its rows, concatenated)
+/// and waiting for it to be durable before the next, for `seconds`.
+/// `append`: to one file per thread kept open, `fdatasync` after each
+/// write (what a log that keeps its file open pays: raft-engine's way);
+/// else a new file per write, created exclusively, written, fsynced,
+/// closed, and its directory fsynced (what a file per object pays, without
+/// objwal's temporary file and link). Returns rows per second.
+pub fn bare_loop(
+    dir: &Path,
+    workload: &Workload,
+    seconds: f64,
+    seed: u64,
+    append: bool,
+) -> Result<f64, String> {
+    use std::io::Write;
+    let fail = |e: std::io::Error| format!("bare loop in {}: {e}", dir.display());
+    std::fs::create_dir_all(dir).map_err(fail)?;
+    let data = Arc::new(rows_of(workload, seed).concat());
+    let started = Instant::now();
+    let deadline = started + Duration::from_secs_f64(seconds);
+    let threads: Vec<_> = (0..workload.writers)
+        .map(|t| {
+            let (dir, data) = (dir.to_path_buf(), Arc::clone(&data));
+            std::thread::spawn(move || -> std::io::Result<u64> {
+                let mut writes = 0u64;
+                let mut log = match append {
+                    true => Some(std::fs::File::create(dir.join(format!("log-{t}")))?),
+                    false => None,
+                };
+                while Instant::now() < deadline {
+                    match log.as_mut() {
+                        Some(file) => {
+                            file.write_all(&data)?;
+                            file.sync_data()?;
+                        }
+                        None => {
+                            let mut file = std::fs::File::options()
+                                .write(true)
+                                .create_new(true)
+                                .open(dir.join(format!("{t}-{writes}")))?;
+                            file.write_all(&data)?;
+                            file.sync_all()?;
+                            drop(file);
+                            std::fs::File::open(&dir)?.sync_all()?;
+                        }
+                    }
+                    writes += 1;
+                }
+                Ok(writes)
+            })
+        })
+        .collect();
+    let mut writes = 0u64;
+    for thread in threads {
+        writes += thread
+            .join()
+            .map_err(|_| "a bare loop's thread panicked".to_string())?
+            .map_err(fail)?;
+    }
+    let elapsed = started.elapsed().as_secs_f64();
+    let _ = std::fs::remove_dir_all(dir);
+    Ok((writes * workload.rows as u64) as f64 / elapsed.max(1e-9))
+}
+
+/// The bare loop of [`bare_loop`] through objwal's own directory backend:
+/// one task per writer creating a new object per write (its temporary
+/// file, fsync, link and shared directory fsync), without the actor. What
+/// lies between it and objwal's rows/s is the actor's; what lies between
+/// it and the bare create loop is the backend's. Returns rows per second.
+pub async fn backend_loop(
+    dir: &Path,
+    workload: &Workload,
+    seconds: f64,
+    seed: u64,
+) -> Result<f64, String> {
+    let storage = FileStorage::open(dir).map_err(|e| format!("backend loop store: {e}"))?;
+    let data = Bytes::from(rows_of(workload, seed).concat());
+    let started = Instant::now();
+    let deadline = started + Duration::from_secs_f64(seconds);
+    let tasks: Vec<_> = (0..workload.writers)
+        .map(|t| {
+            let (storage, data) = (storage.clone(), data.clone());
+            tokio::spawn(async move {
+                let mut writes = 0u64;
+                while Instant::now() < deadline {
+                    storage
+                        .create(&format!("loop/{t}-{writes:08}.wal"), data.clone())
+                        .await
+                        .map_err(|e| format!("backend loop create: {e}"))?;
+                    writes += 1;
+                }
+                Ok::<u64, String>(writes)
+            })
+        })
+        .collect();
+    let mut writes = 0u64;
+    for task in tasks {
+        writes += task
+            .await
+            .map_err(|e| format!("backend loop task: {e}"))??;
+    }
+    let elapsed = started.elapsed().as_secs_f64();
+    let _ = std::fs::remove_dir_all(dir);
+    Ok((writes * workload.rows as u64) as f64 / elapsed.max(1e-9))
+}
