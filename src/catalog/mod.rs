@@ -185,27 +185,22 @@ impl Catalog {
     pub fn insert(&mut self, object: IndexedObject) -> Result<(), CatalogError> {
         self.check_insert(&object)?;
         let sequence = object.sequence;
+        // A region that was live stays live from the same object; one that
+        // was not may be live from this one. Records raise obsolete ids.
+        // One lookup per segment: with many regions each is a cache miss.
+        let mut touched: Vec<RegionId> = Vec::new();
         for segment in &object.segments {
             let state = self.regions.entry(segment.region).or_default();
             state.seqs.push(sequence);
+            if state.first_live == NOT_LIVE {
+                touched.push(segment.region);
+            }
         }
         self.bytes += object.size;
         self.objects.push_back(object);
         let Some(object) = self.objects.back() else {
             return Ok(());
         };
-        // A region that was live stays live from the same object; one that
-        // was not may be live from this one. Records raise obsolete ids.
-        let mut touched: Vec<RegionId> = object
-            .segments
-            .iter()
-            .filter(|s| {
-                self.regions
-                    .get(&s.region)
-                    .is_some_and(|r| r.first_live == NOT_LIVE)
-            })
-            .map(|s| s.region)
-            .collect();
         for record in &object.releases {
             if self
                 .released
