@@ -122,6 +122,8 @@ struct Round {
     bare_create: f64,
     /// Rows/s of objwal's backend's creates, one task per writer.
     backend: f64,
+    /// The same, each write done only once every write before it is.
+    in_order: f64,
 }
 
 fn main() -> std::process::ExitCode {
@@ -208,10 +210,18 @@ fn run(args: &Args) -> Result<(), String> {
                 workload,
                 args.seconds,
                 seed,
+                false,
+            ))?;
+            let in_order = runtime.block_on(wal::backend_loop(
+                &dir("in-order"),
+                workload,
+                args.seconds,
+                seed,
+                true,
             ))?;
             print_round(n, &raft, &objwal, floor_ms);
             println!(
-                "  bare loops, {} threads: append + fdatasync {bare_append:.0} rows/s, create + fsync + directory fsync {bare_create:.0} rows/s, objwal's backend's creates {backend:.0} rows/s; load {}",
+                "  bare loops, {} threads: append + fdatasync {bare_append:.0} rows/s, create + fsync + directory fsync {bare_create:.0} rows/s, objwal's backend's creates {backend:.0} rows/s, done in issue order {in_order:.0} rows/s; load {}",
                 workload.writers,
                 loadavg()
             );
@@ -222,6 +232,7 @@ fn run(args: &Args) -> Result<(), String> {
                 bare_append,
                 bare_create,
                 backend,
+                in_order,
             });
         }
         print_summary(&rounds);
@@ -259,6 +270,7 @@ fn print_summary(rounds: &[Round]) {
     let bare_append = col(|r| r.bare_append);
     let bare_create = col(|r| r.bare_create);
     let backend = col(|r| r.backend);
+    let in_order = col(|r| r.in_order);
     println!(
         "{:<24} {:>14} {:>14} {:>20}",
         format!("median of {}", rounds.len()),
@@ -307,6 +319,14 @@ fn print_summary(rounds: &[Round]) {
         median(backend.clone()),
         median_ratio(&objwal_rows, &backend),
         median_ratio(&backend, &bare_create)
+    );
+    println!(
+        "{:<24} {:>14.0} rows/s  (objwal / it {:.2}x; it / backend's creates {:.2}x; it / raft-engine {:.2}x)",
+        "  ... done in issue order",
+        median(in_order.clone()),
+        median_ratio(&objwal_rows, &in_order),
+        median_ratio(&in_order, &backend),
+        median_ratio(&in_order, &raft_rows)
     );
     println!(
         "{:<24} {:>14} {:>14.1}",

@@ -259,26 +259,50 @@ pub fn bare_loop(
 /// file, fsync, link and shared directory fsync), without the actor. What
 /// lies between it and objwal's rows/s is the actor's; what lies between
 /// it and the bare create loop is the backend's. Returns rows per second.
+///
+/// `in_order`: a write counts as done only once every write issued before
+/// it (by any task) is done, as objwal acknowledges an object only once
+/// every object of its run below it landed (rule K2 of rfcs/0006): the
+/// cost of that rule alone, on this disk.
 pub async fn backend_loop(
     dir: &Path,
     workload: &Workload,
     seconds: f64,
     seed: u64,
+    in_order: bool,
 ) -> Result<f64, String> {
     let storage = FileStorage::open(dir).map_err(|e| format!("backend loop store: {e}"))?;
     let data = Bytes::from(rows_of(workload, seed).concat());
     let started = Instant::now();
     let deadline = started + Duration::from_secs_f64(seconds);
+    let order = Arc::new(Order::default());
+    let (done_tx, done_rx) = tokio::sync::watch::channel(0u64);
+    let done_tx = Arc::new(done_tx);
     let tasks: Vec<_> = (0..workload.writers)
         .map(|t| {
             let (storage, data) = (storage.clone(), data.clone());
+            let (order, done_tx, mut done_rx) =
+                (Arc::clone(&order), Arc::clone(&done_tx), done_rx.clone());
             tokio::spawn(async move {
                 let mut writes = 0u64;
                 while Instant::now() < deadline {
+                    let ticket = order.issue();
                     storage
                         .create(&format!("loop/{t}-{writes:08}.wal"), data.clone())
                         .await
                         .map_err(|e| format!("backend loop create: {e}"))?;
+                    let below = order.land(ticket);
+                    done_tx.send_if_modified(|d| {
+                        let moved = below > *d;
+                        *d = (*d).max(below);
+                        moved
+                    });
+                    if in_order {
+                        done_rx
+                            .wait_for(|d| *d > ticket)
+                            .await
+                            .map_err(|e| format!("backend loop order: {e}"))?;
+                    }
                     writes += 1;
                 }
                 Ok::<u64, String>(writes)
@@ -294,4 +318,34 @@ pub async fn backend_loop(
     let elapsed = started.elapsed().as_secs_f64();
     let _ = std::fs::remove_dir_all(dir);
     Ok((writes * workload.rows as u64) as f64 / elapsed.max(1e-9))
+}
+
+/// Tickets in issue order, and how far every ticket below is done.
+#[derive(Debug, Default)]
+struct Order {
+    state: Mutex<(u64, std::collections::BTreeSet<u64>, u64)>,
+}
+
+impl Order {
+    /// The next ticket.
+    fn issue(&self) -> u64 {
+        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        state.0 += 1;
+        state.0
+    }
+
+    /// `ticket` is done: returns one past the highest ticket below which
+    /// every ticket is done.
+    fn land(&self, ticket: u64) -> u64 {
+        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let (_, landed, below) = &mut *state;
+        landed.insert(ticket);
+        if *below == 0 {
+            *below = 1;
+        }
+        while landed.remove(below) {
+            *below += 1;
+        }
+        *below
+    }
 }

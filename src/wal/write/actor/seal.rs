@@ -59,6 +59,14 @@ impl Actor {
             open.gathered = true;
         }
         for _ in 0..n {
+            // A batch that grew large enough to be its own create stops
+            // gathering: the rest goes into the next object, beside it.
+            let large = self.open.as_ref().is_some_and(|o| {
+                o.batch.encoded_bytes() >= super::super::policy::GATHER_BELOW_BYTES
+            });
+            if large {
+                return;
+            }
             match rx.try_recv() {
                 Ok(command) => self.handle(command),
                 Err(_) => return,
