@@ -17,7 +17,9 @@
 //!
 //! Pure: summaries in, a selection out. Completeness is computed once per
 //! object, in sequence order (links always point to lower sequences), so the
-//! selection is linear in the number of objects.
+//! selection is linear in the number of objects, times the length of the
+//! filler run a link goes into (as long as the opens that raced one writer:
+//! a few keys; rfcs/0006, "Chain selection's cost").
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -85,8 +87,12 @@ pub fn predecessor(
             }
             return Some(match key {
                 _ if (first..=link.sequence).contains(&key) => Ok(sequence),
-                // Keys of the run between it and the fillers are missing.
-                _ if key < first => Err(key),
+                // Keys of the run between it and the fillers are missing:
+                // the break is the highest of them, the one nearest the
+                // link. A boundary above it excuses every hole below; one
+                // at or below it excuses none (an object the boundary
+                // keeps is gone).
+                _ if key < first => Err(highest_absent(objects, key, first)),
                 _ => Err(link.sequence),
             });
         }
@@ -97,6 +103,23 @@ pub fn predecessor(
         // objects below were collected: look further down.
     }
     Some(Err(first.saturating_sub(1)))
+}
+
+/// The highest key in `low..high` that holds no object, or `high - 1`
+/// when every key there holds one (`low < high`).
+fn highest_absent(objects: &BTreeMap<u64, ObjectSummary>, low: u64, high: u64) -> u64 {
+    let mut key = high - 1;
+    for (&sequence, _) in objects.range(low..high).rev() {
+        if sequence != key || key == low {
+            break;
+        }
+        key -= 1;
+    }
+    if objects.contains_key(&key) {
+        high - 1
+    } else {
+        key
+    }
 }
 
 /// The outcome of chain selection.

@@ -45,6 +45,8 @@ pub use pinning::Pinning;
 pub use regions::RegionInfo;
 pub use replay::ObjectSegments;
 #[cfg(test)]
+mod chain_histories;
+#[cfg(test)]
 mod invariant_tests;
 #[cfg(test)]
 mod live_tests;

@@ -63,52 +63,83 @@ pub(crate) fn missing_objects(
         .chain([vanished_below])
         .max()
         .unwrap_or(0);
-    for ((sequence, epoch), gap) in gaps(intact, present) {
-        let link = Link { sequence, epoch };
-        if sequence < collected_below {
-            continue;
+    // A missing object of a run can hide the next one below it: the run's
+    // links between them went with it. Each one found stands in for itself
+    // (linking as its writer's object would, over fillers below it), and the
+    // walk goes again from it, until no new one is found.
+    let mut summaries: BTreeMap<u64, ObjectSummary> =
+        intact.iter().map(|(s, o)| (*s, o.summary())).collect();
+    let mut considered = BTreeSet::new();
+    loop {
+        let mut found = Vec::new();
+        for ((sequence, epoch), gap) in gaps(intact, &summaries, present) {
+            if out.contains_key(&sequence) {
+                continue;
+            }
+            let link = Link { sequence, epoch };
+            if sequence < collected_below {
+                continue;
+            }
+            // A gap without evidence may gain it in a later round (an
+            // object above reaching it through one found since); warned
+            // about once.
+            let Some(evidence) = acknowledged(intact, link, &gap) else {
+                if considered.insert((sequence, epoch)) {
+                    tracing::warn!(key = %object_key(link.sequence), above = gap.through.len(),
+                        "nothing is at a key that listed objects link to, and nothing shows it \
+                         was acknowledged (a crash with its create in flight looks the same)");
+                }
+                continue;
+            };
+            let key = object_key(link.sequence);
+            let reason = format!(
+                "{key} is missing while {} intact objects above it (up to sequence {}) chain \
+                 through it, and {evidence}: it was acknowledged and is gone (a store that \
+                 answered created but kept nothing, a lifecycle rule, a delete by hand)",
+                gap.through
+                    .iter()
+                    .filter(|s| intact.contains_key(s))
+                    .count(),
+                gap.through.last().copied().unwrap_or(link.sequence),
+            );
+            if policy == DamagePolicy::Fail {
+                tracing::error!(%key, %reason, "a missing object stops the open");
+                return Err(Error::recovery(format!(
+                    "object {reason}. Restore it, or open with on_damaged_object = \"quarantine\" \
+                     to replay the objects above it with a hole at its sequence in every region"
+                )));
+            }
+            tracing::warn!(%key, %reason, "a missing object: a hole of every region");
+            // Its writer's run went on where its successor lies; nothing else
+            // of what it carried is known.
+            let jump = (gap.next > link.sequence + 1).then(|| format::MarkRecord {
+                region: format::JUMP,
+                watermark: format::entry_id(gap.next - 1, format::MAX_POSITION),
+            });
+            out.insert(
+                link.sequence,
+                Damaged {
+                    key,
+                    size: 0,
+                    error: Error::recovery(reason),
+                    quarantined: false,
+                    header: None,
+                    segments: None,
+                    records: Some((jump.into_iter().collect(), Vec::new())),
+                    absent: true,
+                },
+            );
+            found.push(sequence);
         }
-        let Some(evidence) = acknowledged(intact, link, &gap) else {
-            tracing::warn!(key = %object_key(link.sequence), above = gap.through.len(),
-                "nothing is at a key that listed objects link to, and nothing shows it was \
-                 acknowledged (a crash with its create in flight looks the same)");
-            continue;
-        };
-        let key = object_key(link.sequence);
-        let reason = format!(
-            "{key} is missing while {} intact objects above it (up to sequence {}) chain \
-             through it, and {evidence}: it was acknowledged and is gone (a store that \
-             answered created but kept nothing, a lifecycle rule, a delete by hand)",
-            gap.through.len(),
-            gap.through.last().copied().unwrap_or(link.sequence),
-        );
-        if policy == DamagePolicy::Fail {
-            tracing::error!(%key, %reason, "a missing object stops the open");
-            return Err(Error::recovery(format!(
-                "object {reason}. Restore it, or open with on_damaged_object = \"quarantine\" \
-                 to replay the objects above it with a hole at its sequence in every region"
-            )));
+        if found.is_empty() {
+            break;
         }
-        tracing::warn!(%key, %reason, "a missing object: a hole of every region");
-        // Its writer's run went on where its successor lies; nothing else
-        // of what it carried is known.
-        let jump = (gap.next > link.sequence + 1).then(|| format::MarkRecord {
-            region: format::JUMP,
-            watermark: format::entry_id(gap.next - 1, format::MAX_POSITION),
-        });
-        out.insert(
-            link.sequence,
-            Damaged {
-                key,
-                size: 0,
-                error: Error::recovery(reason),
-                quarantined: false,
-                header: None,
-                segments: None,
-                records: Some((jump.into_iter().collect(), Vec::new())),
-                absent: true,
-            },
-        );
+        // From the top down: the lower ones are reached through the upper.
+        for &sequence in found.iter().rev() {
+            if let Some(b) = super::quarantine::bridge(&summaries, sequence, |_| true) {
+                summaries.insert(sequence, b);
+            }
+        }
     }
     Ok(out)
 }
@@ -127,17 +158,19 @@ struct Gap {
 /// 0, name no predecessor).
 fn gaps(
     intact: &BTreeMap<u64, RecoveredObject>,
+    summaries: &BTreeMap<u64, ObjectSummary>,
     present: &BTreeSet<u64>,
 ) -> BTreeMap<(u64, u64), Gap> {
     // Per object, ascending (links point down): the missing link its chain
     // goes down to, if any.
     let mut reaches: BTreeMap<u64, (u64, u64)> = BTreeMap::new();
     let mut out: BTreeMap<(u64, u64), Gap> = BTreeMap::new();
-    let summaries: BTreeMap<u64, ObjectSummary> =
-        intact.iter().map(|(s, o)| (*s, o.summary())).collect();
-    for (&sequence, object) in intact {
-        let header = object.tail.header();
-        let Some(link) = header.link.filter(|_| !rules::is_settle_marker(header)) else {
+    for (&sequence, summary) in summaries {
+        // A missing object found already stands in with its bridged link.
+        let settle = intact
+            .get(&sequence)
+            .is_some_and(|o| rules::is_settle_marker(o.tail.header()));
+        let Some(link) = summary.link.filter(|_| !settle) else {
             continue;
         };
         if link.sequence >= sequence {
@@ -145,16 +178,13 @@ fn gaps(
         }
         // Where its run goes on below it, over fillers as chain selection
         // steps over them.
-        let Some(summary) = summaries.get(&sequence) else {
-            continue;
-        };
-        let missing = match chain::predecessor(&summaries, summary) {
+        let missing = match chain::predecessor(summaries, summary) {
             None => None,
             Some(Ok(pred)) => reaches.get(&pred).copied(),
             // A key below the object's own boundary names a collected
             // predecessor (rfcs/0005): nothing is missing there.
             Some(Err(key)) if !present.contains(&key) => {
-                (key >= header.reclaim_boundary).then_some((key, link.epoch))
+                (key >= summary.reclaim_boundary).then_some((key, link.epoch))
             }
             // Something else is there (damaged, or another writer's).
             Some(Err(_)) => None,

@@ -357,8 +357,10 @@ pub(crate) fn assemble(
             summaries.insert(sequence, summary(&h));
         }
     }
-    for (&sequence, d) in damaged.iter().filter(|(_, d)| d.header.is_none()) {
-        if let Some(s) = bridge(&summaries, sequence) {
+    // From the top down: a damaged object's linkers may be damaged too.
+    for (&sequence, d) in damaged.iter().rev().filter(|(_, d)| d.header.is_none()) {
+        let named = |k: u64| damaged.get(&k).is_some_and(|d| d.absent);
+        if let Some(s) = bridge(&summaries, sequence, named) {
             if let Some(Link { sequence: p, .. }) = s.link.filter(|l| l.sequence + 1 < sequence) {
                 tracing::warn!(key = %d.key, predecessor = p,
                     "a damaged object's predecessor is unknown: taking the nearest lower object; \
@@ -425,8 +427,14 @@ fn summary(h: &Header) -> ObjectSummary {
 }
 
 /// A summary for the damaged object of `sequence` whose header is unknown,
-/// from the objects that link to it; `None` when nothing does.
-fn bridge(summaries: &BTreeMap<u64, ObjectSummary>, sequence: u64) -> Option<ObjectSummary> {
+/// from the objects that link to it; `None` when nothing does. `named(k)`:
+/// whether the absent key `k` is a missing object too (rfcs/0003), so that
+/// the run's object right above it links to it.
+pub(super) fn bridge(
+    summaries: &BTreeMap<u64, ObjectSummary>,
+    sequence: u64,
+    named: impl Fn(u64) -> bool,
+) -> Option<ObjectSummary> {
     // Objects that link to it, directly or over fillers above it.
     let linkers: Vec<&ObjectSummary> = summaries
         .range(sequence + 1..)
@@ -450,11 +458,23 @@ fn bridge(summaries: &BTreeMap<u64, ObjectSummary>, sequence: u64) -> Option<Obj
     // The nearest object of its run below it (fillers lie between the run's
     // objects, rfcs/0006 rule 8), else, for a run's first object, the
     // nearest of an older epoch (the tip its start object linked to).
+    // Right above a filler, or above a key of its run that is missing too,
+    // it links to that key as its writer's object did (a filler: sealed
+    // before the writer learned the key was taken), so that the walk goes
+    // down there as for any object of the run: over the fillers, or to the
+    // next hole, which is named and bridged in turn.
     let below = || summaries.range(..sequence).rev().map(|(_, o)| o);
-    let predecessor = below()
-        .find(|o| o.epoch == epoch)
-        .or_else(|| below().find(|o| o.epoch < epoch));
+    let run_below = below().find(|o| o.epoch == epoch);
+    let key_below = sequence
+        .checked_sub(1)
+        .filter(|&k| match summaries.get(&k) {
+            Some(o) => o.is_filler_for(epoch),
+            None => named(k) && run_below.is_some_and(|r| r.next_key <= k),
+        });
+    let over = key_below.map(|k| Link { sequence: k, epoch });
+    let predecessor = run_below.or_else(|| below().find(|o| o.epoch < epoch));
     let link = match predecessor {
+        _ if over.is_some() => over,
         Some(p) => Some(Link {
             sequence: p.sequence,
             epoch: p.epoch,
@@ -574,10 +594,18 @@ mod tests {
         let selection = crate::catalog::chain::select(&s).unwrap();
         assert_eq!(selection.tip.map(|t| t.sequence), Some(3));
         assert_eq!(broken_at(&s, &selection, 7), 5);
-        let bridged = bridge(&s, 5).expect("7's chain goes down to 5");
+        // Bridged as its writer sealed it: linking to the filler at 4,
+        // which the walk steps over to 3.
+        let bridged = bridge(&s, 5, |_| false).expect("7's chain goes down to 5");
         assert_eq!(
             (bridged.epoch, bridged.link.map(|l| l.sequence)),
-            (2, Some(3))
+            (2, Some(4))
+        );
+        let mut s = s;
+        s.insert(5, bridged);
+        assert_eq!(
+            crate::catalog::chain::predecessor(&s, &bridged),
+            Some(Ok(3))
         );
     }
 
@@ -590,14 +618,17 @@ mod tests {
             obj(64, 2, Some((3, 1)), 1),
             obj(71, 2, Some((70, 2)), 1),
         ]);
-        assert_eq!(bridge(&s, 2), Some(obj(2, 1, Some((1, 1)), 1)));
-        assert_eq!(bridge(&s, 70), Some(obj(70, 2, Some((64, 2)), 1)));
+        assert_eq!(bridge(&s, 2, |_| false), Some(obj(2, 1, Some((1, 1)), 1)));
+        assert_eq!(
+            bridge(&s, 70, |_| false),
+            Some(obj(70, 2, Some((64, 2)), 1))
+        );
         // Nothing links to 50.
-        assert_eq!(bridge(&s, 50), None);
+        assert_eq!(bridge(&s, 50, |_| false), None);
         // Nothing below: the link names the missing predecessor, which the
         // boundary of the linker may or may not excuse.
         let s = map(&[obj(8, 1, Some((7, 1)), 7)]);
-        assert_eq!(bridge(&s, 7), Some(obj(7, 1, Some((6, 1)), 7)));
+        assert_eq!(bridge(&s, 7, |_| false), Some(obj(7, 1, Some((6, 1)), 7)));
     }
 
     #[test]
