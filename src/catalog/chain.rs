@@ -45,6 +45,12 @@ pub struct ObjectSummary {
 }
 
 impl ObjectSummary {
+    /// Whether it is a settle marker (its link names epoch 0): never a
+    /// run's object, never a tip (rfcs/0006 K4).
+    pub fn is_settle_marker(&self) -> bool {
+        self.link.is_some_and(|l| l.epoch == 0)
+    }
+
     /// Whether it is a filler to a run of `epoch`.
     pub fn is_filler_for(&self, epoch: u64) -> bool {
         self.empty && self.epoch < epoch
@@ -53,22 +59,70 @@ impl ObjectSummary {
 
 /// Where the chain of `object` continues: `None` when it has no link,
 /// `Some(Ok(s))` at the object of sequence `s`, `Some(Err(k))` broken at key
-/// `k` (nothing of the linked run there). A link to an object of the
-/// linked epoch is followed; a link to a filler is followed down through
-/// the fillers below it to the run's object whose next key is the first
-/// of them.
+/// `k` (nothing of the linked run there; [`broken`] gives every key of the
+/// break). A link to an object of the linked epoch is followed; a link to a
+/// filler is followed down through the fillers below it to the run's object
+/// whose next key is the first of them.
 pub fn predecessor(
     objects: &BTreeMap<u64, ObjectSummary>,
     object: &ObjectSummary,
 ) -> Option<Result<u64, u64>> {
+    follow(objects, object).map(|step| step.map_err(|b| b.high))
+}
+
+/// Where the chain of `object` breaks, when it does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Break {
+    /// The lowest key of the break: the key the linked run certainly used
+    /// (its object below says its run went on there), or the linked key.
+    pub low: u64,
+    /// The highest key of the break, the one nearest the link: what a
+    /// boundary must lie above to excuse it ([`predecessor`]'s key).
+    pub high: u64,
+    /// Where the run goes on above the break: the linking object, or the
+    /// first of the fillers its link goes into.
+    pub resume: u64,
+}
+
+/// Where the chain of `object` breaks: `None` when it has no link or its
+/// predecessor is there. Between `low` and `high` the run's keys are
+/// unknown: one object with a jump, or several, held them.
+pub fn broken(objects: &BTreeMap<u64, ObjectSummary>, object: &ObjectSummary) -> Option<Break> {
+    follow(objects, object)?.err()
+}
+
+/// The run's next key after `object`, stepped over fillers of `epoch`
+/// that stand there (start objects of failed opens), up to `limit`.
+pub fn next_key_over_fillers(
+    objects: &BTreeMap<u64, ObjectSummary>,
+    object: &ObjectSummary,
+    epoch: u64,
+    limit: u64,
+) -> u64 {
+    let mut key = object.next_key;
+    while key < limit && objects.get(&key).is_some_and(|o| o.is_filler_for(epoch)) {
+        key += 1;
+    }
+    key
+}
+
+fn follow(
+    objects: &BTreeMap<u64, ObjectSummary>,
+    object: &ObjectSummary,
+) -> Option<Result<u64, Break>> {
     let link = object.link?;
+    let at = |key: u64, resume: u64| Break {
+        low: key,
+        high: key,
+        resume,
+    };
     if link.sequence >= object.sequence {
-        return Some(Err(link.sequence));
+        return Some(Err(at(link.sequence, object.sequence)));
     }
     match objects.get(&link.sequence) {
         Some(p) if p.epoch == link.epoch => return Some(Ok(link.sequence)),
         Some(p) if p.is_filler_for(link.epoch) => {}
-        _ => return Some(Err(link.sequence)),
+        _ => return Some(Err(at(link.sequence, object.sequence))),
     }
     // `first`: the lowest key of the fillers that end at the link.
     let mut first = link.sequence;
@@ -76,24 +130,21 @@ pub fn predecessor(
         if below.epoch == link.epoch {
             // Fillers may also stand at the run's next keys above it (start
             // objects of failed opens); the first key past them that holds
-            // nothing is where the chain breaks, not a filler's key.
-            let mut key = below.next_key;
-            while key < first
-                && objects
-                    .get(&key)
-                    .is_some_and(|o| o.is_filler_for(link.epoch))
-            {
-                key += 1;
-            }
+            // nothing is where the break begins, not a filler's key.
+            let key = next_key_over_fillers(objects, below, link.epoch, first);
             return Some(match key {
                 _ if (first..=link.sequence).contains(&key) => Ok(sequence),
                 // Keys of the run between it and the fillers are missing:
-                // the break is the highest of them, the one nearest the
-                // link. A boundary above it excuses every hole below; one
-                // at or below it excuses none (an object the boundary
-                // keeps is gone).
-                _ if key < first => Err(highest_absent(objects, key, first)),
-                _ => Err(link.sequence),
+                // the break spans them. A boundary above the highest, the
+                // one nearest the link, excuses every hole below; one at or
+                // below it excuses none (an object the boundary keeps is
+                // gone).
+                _ if key < first => Err(Break {
+                    low: key,
+                    high: highest_absent(objects, key, first),
+                    resume: first,
+                }),
+                _ => Err(at(link.sequence, object.sequence)),
             });
         }
         if sequence + 1 == first && below.is_filler_for(link.epoch) {
@@ -102,7 +153,7 @@ pub fn predecessor(
         // Anything else lies inside a jump of the run, or the run's own
         // objects below were collected: look further down.
     }
-    Some(Err(first.saturating_sub(1)))
+    Some(Err(at(first.saturating_sub(1), first)))
 }
 
 /// The highest key in `low..high` that holds no object, or `high - 1`

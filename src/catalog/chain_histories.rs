@@ -40,7 +40,7 @@ fn tip_of(objects: &BTreeMap<u64, ObjectSummary>) -> Option<u64> {
 /// An intact object; `through`: the jump record every batch carries (the
 /// last key acknowledged when it was sealed, or a real jump when at or
 /// above its own sequence). Without one (and no segments) it is empty.
-fn recovered(
+pub(crate) fn recovered(
     sequence: u64,
     epoch: u64,
     link: Option<(u64, u64)>,
@@ -78,7 +78,9 @@ fn recovered(
     }
 }
 
-fn listing(objects: Vec<RecoveredObject>) -> (BTreeMap<u64, RecoveredObject>, BTreeSet<u64>) {
+pub(crate) fn listing(
+    objects: Vec<RecoveredObject>,
+) -> (BTreeMap<u64, RecoveredObject>, BTreeSet<u64>) {
     let intact: BTreeMap<u64, RecoveredObject> = objects
         .into_iter()
         .map(|o| (o.tail.header().sequence, o))
@@ -87,7 +89,7 @@ fn listing(objects: Vec<RecoveredObject>) -> (BTreeMap<u64, RecoveredObject>, BT
     (intact, present)
 }
 
-fn key(s: u64) -> String {
+pub(crate) fn key(s: u64) -> String {
     format!("p/objects/{s:020}.wal")
 }
 
@@ -144,7 +146,14 @@ fn three_fillers_lower_object_collected_upper_object_lost_is_named_missing() {
     objects.push(recovered(10, B, Some((2, 1)), None, 1));
     objects.push(recovered(16, B, Some((15, B)), Some(15), 14));
     let (intact, present) = listing(objects);
-    let named = missing_objects(&intact, &present, 0, DamagePolicy::Fail, key);
+    let named = missing_objects(
+        &intact,
+        &BTreeMap::new(),
+        &present,
+        0,
+        DamagePolicy::Fail,
+        key,
+    );
     match named {
         Err(e) => assert!(e.to_string().contains(&key(14)), "{e}"),
         Ok(found) => panic!(
@@ -184,7 +193,15 @@ fn two_lost_objects_between_three_fillers_are_both_named_and_the_run_replays() {
     objects.push(recovered(10, B, Some((2, 1)), None, 1));
     objects.push(recovered(16, B, Some((15, B)), Some(15), 1));
     let (intact, present) = listing(objects);
-    let damaged = missing_objects(&intact, &present, 0, DamagePolicy::Quarantine, key).unwrap();
+    let damaged = missing_objects(
+        &intact,
+        &BTreeMap::new(),
+        &present,
+        0,
+        DamagePolicy::Quarantine,
+        key,
+    )
+    .unwrap();
     let (_, selection, damage) = assemble(&intact, &damaged, 0, key).unwrap();
     assert!(
         selection.chain.contains(&16),
@@ -210,7 +227,15 @@ fn two_lost_objects_without_fillers_are_both_named_and_the_run_replays() {
         recovered(12, B, Some((11, B)), Some(11), 1),
         recovered(14, B, Some((13, B)), Some(13), 1),
     ]);
-    let damaged = missing_objects(&intact, &present, 0, DamagePolicy::Quarantine, key).unwrap();
+    let damaged = missing_objects(
+        &intact,
+        &BTreeMap::new(),
+        &present,
+        0,
+        DamagePolicy::Quarantine,
+        key,
+    )
+    .unwrap();
     assert_eq!(damaged.keys().copied().collect::<Vec<_>>(), vec![11, 13]);
     let (_, selection, _) = assemble(&intact, &damaged, 0, key).unwrap();
     assert!(selection.chain.contains(&14), "{:?}", selection.chain);
@@ -229,8 +254,15 @@ fn the_lowest_live_object_with_a_jump_onto_a_filler_lost_fails_the_open() {
     let mut objects = a_and_fillers(&[20]);
     objects.push(recovered(21, B, Some((20, B)), Some(20), 11));
     let (intact, present) = listing(objects);
-    let err = missing_objects(&intact, &present, 0, DamagePolicy::Fail, key)
-        .expect_err("11 is acknowledged and gone");
+    let err = missing_objects(
+        &intact,
+        &BTreeMap::new(),
+        &present,
+        0,
+        DamagePolicy::Fail,
+        key,
+    )
+    .expect_err("11 is acknowledged and gone");
     assert!(err.to_string().contains(&key(19)), "{err}");
 }
 
@@ -244,7 +276,15 @@ fn two_adjacent_lost_objects_are_both_named_and_the_run_replays() {
         recovered(2, 1, Some((1, 1)), Some(1), 1),
         recovered(5, 1, Some((4, 1)), Some(4), 1),
     ]);
-    let damaged = missing_objects(&intact, &present, 0, DamagePolicy::Quarantine, key).unwrap();
+    let damaged = missing_objects(
+        &intact,
+        &BTreeMap::new(),
+        &present,
+        0,
+        DamagePolicy::Quarantine,
+        key,
+    )
+    .unwrap();
     assert_eq!(damaged.keys().copied().collect::<Vec<_>>(), vec![3, 4]);
     let (_, selection, _) = assemble(&intact, &damaged, 0, key).unwrap();
     assert_eq!(selection.chain, vec![1, 2, 3, 4, 5]);

@@ -45,11 +45,13 @@ pub use pinning::Pinning;
 pub use regions::RegionInfo;
 pub use replay::ObjectSegments;
 #[cfg(test)]
-mod chain_histories;
+pub(crate) mod chain_histories;
 #[cfg(test)]
 mod invariant_tests;
 #[cfg(test)]
 mod live_tests;
+#[cfg(test)]
+mod missing_histories;
 #[cfg(test)]
 mod query_tests;
 

@@ -73,6 +73,11 @@ pub struct DamagedObject {
     /// Whether nothing is at its key: a missing object (acknowledged, then
     /// gone), recorded so that its entries are holes (issue 29 item 7).
     pub absent: bool,
+    /// The last sequence its entries may lie in: its own, or, for a missing
+    /// object followed by keys that hold nothing up to where its run went
+    /// on (one object with a jump, or several, stood there), the last of
+    /// them.
+    pub last_sequence: u64,
 }
 
 impl DamagedObject {
@@ -88,7 +93,7 @@ impl DamagedObject {
             }
             None => (
                 format::entry_id(self.sequence, 1),
-                format::entry_id(self.sequence, format::MAX_POSITION),
+                format::entry_id(self.last_sequence.max(self.sequence), format::MAX_POSITION),
             ),
         };
         Some(Hole {
@@ -336,6 +341,7 @@ mod tests {
             segments,
             missing,
             absent: false,
+            last_sequence: sequence,
         }
     }
 

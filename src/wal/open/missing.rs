@@ -38,13 +38,15 @@ use super::quarantine::Damaged;
 use super::tail::RecoveredObject;
 
 /// The missing objects among `intact` (the listed objects whose tails
-/// decoded; `present` every listed sequence; `vanished_below` one above
-/// the highest listed object that vanished before its tail was read, 0
-/// when none: a writer collected there), as damaged objects of unknown
-/// content for quarantine's chain assembly; an error naming the first one
-/// under [`DamagePolicy::Fail`].
+/// decoded; `damaged` the damaged ones, listed or quarantined; `present`
+/// every sequence that holds something; `vanished_below` one above the
+/// highest listed object that vanished before its tail was read, 0 when
+/// none: a writer collected there), as damaged objects of unknown content
+/// for quarantine's chain assembly; an error naming the first one under
+/// [`DamagePolicy::Fail`].
 pub(crate) fn missing_objects(
     intact: &BTreeMap<u64, RecoveredObject>,
+    damaged: &BTreeMap<u64, Damaged>,
     present: &BTreeSet<u64>,
     vanished_below: u64,
     policy: DamagePolicy,
@@ -63,39 +65,72 @@ pub(crate) fn missing_objects(
         .chain([vanished_below])
         .max()
         .unwrap_or(0);
-    // A missing object of a run can hide the next one below it: the run's
-    // links between them went with it. Each one found stands in for itself
-    // (linking as its writer's object would, over fillers below it), and the
-    // walk goes again from it, until no new one is found.
+    // The search walks links as chain assembly will: through damaged
+    // objects (a header known, or bridged from their linkers), and
+    // through every key that holds nothing, acknowledged or not. Each such
+    // key stands in for its writer's object (linking as that object would)
+    // and the walk goes on below it, until nothing new is reached: one
+    // missing object cannot hide another, nor can a damaged object or a
+    // crash gap above it hide one (the evidence of the objects above
+    // carries down through them).
     let mut summaries: BTreeMap<u64, ObjectSummary> =
         intact.iter().map(|(s, o)| (*s, o.summary())).collect();
-    let mut considered = BTreeSet::new();
+    for (&sequence, d) in damaged {
+        if let Some(h) = &d.header {
+            summaries.insert(sequence, super::quarantine::summary(h));
+        }
+    }
+    let headerless: BTreeSet<u64> = damaged
+        .iter()
+        .filter(|(_, d)| d.header.is_none())
+        .map(|(s, _)| *s)
+        .collect();
+    // Gap keys warned about (nothing shows they were acknowledged).
+    let mut warned = BTreeSet::new();
     loop {
-        let mut found = Vec::new();
+        let mut stand_ins: Vec<(u64, u64)> = Vec::new();
         for ((sequence, epoch), gap) in gaps(intact, &summaries, present) {
-            if out.contains_key(&sequence) {
+            if sequence < collected_below || out.contains_key(&sequence) {
                 continue;
             }
             let link = Link { sequence, epoch };
-            if sequence < collected_below {
-                continue;
+            // Where its run went on: at the break's end, or before
+            // anything listed above it.
+            let above = |set: Option<&u64>| set.copied().unwrap_or(u64::MAX);
+            let next_key = gap
+                .resume
+                .min(above(present.range(sequence + 1..).next()))
+                .min(above(
+                    summaries.range(sequence + 1..).next().map(|(s, _)| s),
+                ));
+            if !summaries.contains_key(&sequence) {
+                stand_ins.push((sequence, next_key));
             }
             // A gap without evidence may gain it in a later round (an
-            // object above reaching it through one found since); warned
-            // about once.
+            // object above reaching it through a stand-in found since).
             let Some(evidence) = acknowledged(intact, link, &gap) else {
-                if considered.insert((sequence, epoch)) {
-                    tracing::warn!(key = %object_key(link.sequence), above = gap.through.len(),
-                        "nothing is at a key that listed objects link to, and nothing shows it \
-                         was acknowledged (a crash with its create in flight looks the same)");
+                if !warned.insert(sequence) {
+                    continue;
                 }
+                tracing::warn!(key = %object_key(link.sequence), above = gap.through.len(),
+                    "nothing is at a key that listed objects link to, and nothing shows it \
+                     was acknowledged (a crash with its create in flight looks the same)");
                 continue;
             };
             let key = object_key(link.sequence);
+            let held = if next_key > sequence + 1 {
+                format!(
+                    " (with the keys up to {} that hold nothing: one object with a jump, or \
+                     several, stood there)",
+                    next_key - 1
+                )
+            } else {
+                String::new()
+            };
             let reason = format!(
-                "{key} is missing while {} intact objects above it (up to sequence {}) chain \
-                 through it, and {evidence}: it was acknowledged and is gone (a store that \
-                 answered created but kept nothing, a lifecycle rule, a delete by hand)",
+                "{key} is missing{held} while {} intact objects above it (up to sequence {}) \
+                 chain through it, and {evidence}: it was acknowledged and is gone (a store \
+                 that answered created but kept nothing, a lifecycle rule, a delete by hand)",
                 gap.through
                     .iter()
                     .filter(|s| intact.contains_key(s))
@@ -110,14 +145,14 @@ pub(crate) fn missing_objects(
                 )));
             }
             tracing::warn!(%key, %reason, "a missing object: a hole of every region");
-            // Its writer's run went on where its successor lies; nothing else
-            // of what it carried is known.
-            let jump = (gap.next > link.sequence + 1).then(|| format::MarkRecord {
+            // Its writer's run went on at `next_key`; nothing else of what
+            // it carried is known.
+            let jump = (next_key > sequence + 1).then(|| format::MarkRecord {
                 region: format::JUMP,
-                watermark: format::entry_id(gap.next - 1, format::MAX_POSITION),
+                watermark: format::entry_id(next_key - 1, format::MAX_POSITION),
             });
             out.insert(
-                link.sequence,
+                sequence,
                 Damaged {
                     key,
                     size: 0,
@@ -129,16 +164,40 @@ pub(crate) fn missing_objects(
                     absent: true,
                 },
             );
-            found.push(sequence);
         }
-        if found.is_empty() {
-            break;
+        // Damaged objects whose header is unknown, once something links to
+        // them.
+        for &sequence in &headerless {
+            if !summaries.contains_key(&sequence) {
+                stand_ins.push((sequence, sequence.saturating_add(1)));
+            }
         }
         // From the top down: the lower ones are reached through the upper.
-        for &sequence in found.iter().rev() {
-            if let Some(b) = super::quarantine::bridge(&summaries, sequence, |_| true) {
+        stand_ins.sort_unstable();
+        let mut reached = false;
+        for &(sequence, next_key) in stand_ins.iter().rev() {
+            let Some(b) = super::quarantine::bridge(
+                &summaries,
+                sequence,
+                next_key,
+                |k| !present.contains(&k),
+                |k| headerless.contains(&k),
+            ) else {
+                continue;
+            };
+            // A link to a key below which nothing is listed leads nowhere
+            // (walking down from it key by key would never end).
+            let leads = b.link.is_none_or(|l| {
+                present.range(..=l.sequence).next().is_some()
+                    || summaries.range(..=l.sequence).next().is_some()
+            });
+            if leads {
                 summaries.insert(sequence, b);
+                reached = true;
             }
+        }
+        if !reached {
+            break;
         }
     }
     Ok(out)
@@ -147,26 +206,31 @@ pub(crate) fn missing_objects(
 /// The objects whose chains break at one missing link.
 #[derive(Debug, Default)]
 struct Gap {
-    /// The lowest object linking to it directly: its successor.
-    next: u64,
+    /// Where the run goes on above it: the lowest object linking to it
+    /// directly, or the first of the fillers its successor links into.
+    resume: u64,
     /// Every object whose chain goes down to it, ascending.
     through: Vec<u64>,
 }
 
-/// The links of listed objects to keys nothing listed holds, each with the
-/// objects whose chains go down to it (settle markers, which link to epoch
-/// 0, name no predecessor).
+/// The links of listed objects (and of the stand-ins of the search) to
+/// keys nothing holds, each with the objects whose chains go down to it
+/// (settle markers, which link to epoch 0, name no predecessor). A break
+/// over several keys (a run's object below, then keys holding nothing, then
+/// the fillers its successor links into) names its lowest key, the one the
+/// run certainly used, unless a boundary lies above it: then the lowest
+/// key at or above the boundary that holds nothing.
 fn gaps(
     intact: &BTreeMap<u64, RecoveredObject>,
     summaries: &BTreeMap<u64, ObjectSummary>,
     present: &BTreeSet<u64>,
 ) -> BTreeMap<(u64, u64), Gap> {
+    let held = |k: u64| present.contains(&k) || summaries.contains_key(&k);
     // Per object, ascending (links point down): the missing link its chain
     // goes down to, if any.
     let mut reaches: BTreeMap<u64, (u64, u64)> = BTreeMap::new();
     let mut out: BTreeMap<(u64, u64), Gap> = BTreeMap::new();
     for (&sequence, summary) in summaries {
-        // A missing object found already stands in with its bridged link.
         let settle = intact
             .get(&sequence)
             .is_some_and(|o| rules::is_settle_marker(o.tail.header()));
@@ -178,22 +242,32 @@ fn gaps(
         }
         // Where its run goes on below it, over fillers as chain selection
         // steps over them.
+        let mut resume = sequence;
         let missing = match chain::predecessor(summaries, summary) {
             None => None,
             Some(Ok(pred)) => reaches.get(&pred).copied(),
-            // A key below the object's own boundary names a collected
-            // predecessor (rfcs/0005): nothing is missing there.
-            Some(Err(key)) if !present.contains(&key) => {
-                (key >= summary.reclaim_boundary).then_some((key, link.epoch))
-            }
-            // Something else is there (damaged, or another writer's).
-            Some(Err(_)) => None,
+            Some(Err(_)) => chain::broken(summaries, summary).and_then(|b| {
+                resume = b.resume;
+                let boundary = summary.reclaim_boundary;
+                // A key below the object's own boundary names a collected
+                // predecessor (rfcs/0005): nothing is missing there.
+                // Something else at the break's first key (damaged, or
+                // another writer's): not missing either.
+                let key = if b.high < boundary {
+                    None
+                } else if b.low >= boundary {
+                    (!held(b.low)).then_some(b.low)
+                } else {
+                    (boundary..=b.high).find(|&k| !held(k))
+                };
+                key.map(|k| (k, link.epoch))
+            }),
         };
         if let Some(missing) = missing {
             reaches.insert(sequence, missing);
             let gap = out.entry(missing).or_default();
             if gap.through.is_empty() {
-                gap.next = sequence;
+                gap.resume = resume;
             }
             gap.through.push(sequence);
         }
@@ -243,7 +317,8 @@ fn acknowledged(intact: &BTreeMap<u64, RecoveredObject>, link: Link, gap: &Gap) 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::format::{Header, MarkRecord, Object, TailDecode};
+    use crate::catalog::chain_histories::{key, listing, recovered};
+    use crate::format::{Header, Object, TailDecode};
 
     fn object(
         sequence: u64,
@@ -251,51 +326,11 @@ mod tests {
         link: (u64, u64),
         through: Option<u64>,
     ) -> RecoveredObject {
-        let marks: Vec<MarkRecord> = through
-            .map(|a| MarkRecord {
-                region: format::JUMP,
-                watermark: format::entry_id(a, format::MAX_POSITION),
-            })
-            .into_iter()
-            .collect();
-        let object = Object {
-            header: Header {
-                sequence,
-                epoch,
-                link: Some(Link {
-                    sequence: link.0,
-                    epoch: link.1,
-                }),
-                reclaim_boundary: 1,
-            },
-            segments: Vec::new(),
-            marks: marks.clone(),
-            releases: Vec::new(),
-        };
-        let bytes = format::encode(&object).unwrap();
-        let TailDecode::Complete(tail) = format::decode_tail(&bytes, bytes.len() as u64).unwrap()
-        else {
-            panic!("a whole object has a complete tail")
-        };
-        RecoveredObject {
-            size: bytes.len() as u64,
-            tail,
-            marks,
-            releases: Vec::new(),
-        }
+        recovered(sequence, epoch, Some(link), through, 1)
     }
 
     fn run(objects: &[RecoveredObject]) -> (BTreeMap<u64, RecoveredObject>, BTreeSet<u64>) {
-        let intact: BTreeMap<u64, RecoveredObject> = objects
-            .iter()
-            .map(|o| (o.tail.header().sequence, o.clone()))
-            .collect();
-        let present = intact.keys().copied().collect();
-        (intact, present)
-    }
-
-    fn key(s: u64) -> String {
-        format!("p/objects/{s:020}.wal")
+        listing(objects.to_vec())
     }
 
     #[test]
@@ -307,9 +342,25 @@ mod tests {
             object(4, 1, (3, 1), Some(3)),
             object(5, 1, (4, 1), Some(4)),
         ]);
-        let err = missing_objects(&intact, &present, 0, DamagePolicy::Fail, key).unwrap_err();
+        let err = missing_objects(
+            &intact,
+            &BTreeMap::new(),
+            &present,
+            0,
+            DamagePolicy::Fail,
+            key,
+        )
+        .unwrap_err();
         assert!(err.to_string().contains(&key(3)), "{err}");
-        let found = missing_objects(&intact, &present, 0, DamagePolicy::Quarantine, key).unwrap();
+        let found = missing_objects(
+            &intact,
+            &BTreeMap::new(),
+            &present,
+            0,
+            DamagePolicy::Quarantine,
+            key,
+        )
+        .unwrap();
         let d = found.get(&3).expect("3 is missing");
         assert_eq!(
             (d.header, &d.records),
@@ -330,9 +381,25 @@ mod tests {
             object(6, 1, (2, 1), None),
             object(7, 2, (6, 2), Some(5)),
         ]);
-        let err = missing_objects(&intact, &present, 0, DamagePolicy::Fail, key).unwrap_err();
+        let err = missing_objects(
+            &intact,
+            &BTreeMap::new(),
+            &present,
+            0,
+            DamagePolicy::Fail,
+            key,
+        )
+        .unwrap_err();
         assert!(err.to_string().contains(&key(5)), "{err}");
-        let found = missing_objects(&intact, &present, 0, DamagePolicy::Quarantine, key).unwrap();
+        let found = missing_objects(
+            &intact,
+            &BTreeMap::new(),
+            &present,
+            0,
+            DamagePolicy::Quarantine,
+            key,
+        )
+        .unwrap();
         assert_eq!(found.keys().copied().collect::<Vec<_>>(), vec![5]);
     }
 
@@ -345,7 +412,15 @@ mod tests {
             object(2, 1, (1, 1), Some(1)),
             object(4, 1, (3, 1), Some(2)),
         ]);
-        let found = missing_objects(&intact, &present, 0, DamagePolicy::Fail, key).unwrap();
+        let found = missing_objects(
+            &intact,
+            &BTreeMap::new(),
+            &present,
+            0,
+            DamagePolicy::Fail,
+            key,
+        )
+        .unwrap();
         assert!(found.is_empty());
     }
 
@@ -358,7 +433,15 @@ mod tests {
             object(4, 1, (3, 1), None),
             object(70, 2, (4, 1), None),
         ]);
-        let found = missing_objects(&intact, &present, 0, DamagePolicy::Quarantine, key).unwrap();
+        let found = missing_objects(
+            &intact,
+            &BTreeMap::new(),
+            &present,
+            0,
+            DamagePolicy::Quarantine,
+            key,
+        )
+        .unwrap();
         assert!(found.contains_key(&3));
         // The writer's own object a window past it.
         let (intact, present) = run(&[
@@ -367,7 +450,15 @@ mod tests {
             object(4, 1, (3, 1), None),
             object(67, 1, (4, 1), None),
         ]);
-        let found = missing_objects(&intact, &present, 0, DamagePolicy::Quarantine, key).unwrap();
+        let found = missing_objects(
+            &intact,
+            &BTreeMap::new(),
+            &present,
+            0,
+            DamagePolicy::Quarantine,
+            key,
+        )
+        .unwrap();
         assert!(found.contains_key(&3));
     }
 
@@ -376,11 +467,16 @@ mod tests {
         let mut o = object(4, 1, (3, 1), Some(3));
         let (intact, present) = run(&[o.clone()]);
         // Boundary 1: 3 is above it, so missing.
-        assert!(
-            missing_objects(&intact, &present, 0, DamagePolicy::Quarantine, key)
-                .unwrap()
-                .contains_key(&3)
-        );
+        assert!(missing_objects(
+            &intact,
+            &BTreeMap::new(),
+            &present,
+            0,
+            DamagePolicy::Quarantine,
+            key
+        )
+        .unwrap()
+        .contains_key(&3));
         let object = format::decode(
             &format::encode(&Object {
                 header: Header {
@@ -401,10 +497,15 @@ mod tests {
         };
         o.tail = tail;
         let (intact, present) = run(&[o]);
-        assert!(
-            missing_objects(&intact, &present, 0, DamagePolicy::Fail, key)
-                .unwrap()
-                .is_empty()
-        );
+        assert!(missing_objects(
+            &intact,
+            &BTreeMap::new(),
+            &present,
+            0,
+            DamagePolicy::Fail,
+            key
+        )
+        .unwrap()
+        .is_empty());
     }
 }

@@ -59,6 +59,18 @@ pub(crate) struct Damaged {
     pub(crate) absent: bool,
 }
 
+impl Damaged {
+    /// Where its writer's run goes on after it, at `sequence`: past its
+    /// jump, when its records are known and carry one.
+    pub(crate) fn next_key(&self, sequence: u64) -> u64 {
+        let jump = self
+            .records
+            .as_ref()
+            .and_then(|(marks, _)| marks.iter().find(|m| m.is_jump()).map(|m| m.watermark));
+        crate::wal::protocol::rules::next_key(sequence, jump)
+    }
+}
+
 /// Looks an object recovery takes before it gives up on settling a
 /// verdict: a failure is believed (damage) only when two looks fail the
 /// same way, so one read gone wrong in transit never is.
@@ -358,9 +370,20 @@ pub(crate) fn assemble(
         }
     }
     // From the top down: a damaged object's linkers may be damaged too.
+    let named = |k: u64| damaged.get(&k).is_some_and(|d| d.absent);
+    let headerless = |k: u64| {
+        damaged
+            .get(&k)
+            .is_some_and(|d| !d.absent && d.header.is_none())
+    };
     for (&sequence, d) in damaged.iter().rev().filter(|(_, d)| d.header.is_none()) {
-        let named = |k: u64| damaged.get(&k).is_some_and(|d| d.absent);
-        if let Some(s) = bridge(&summaries, sequence, named) {
+        if let Some(s) = bridge(
+            &summaries,
+            sequence,
+            d.next_key(sequence),
+            named,
+            headerless,
+        ) {
             if let Some(Link { sequence: p, .. }) = s.link.filter(|l| l.sequence + 1 < sequence) {
                 tracing::warn!(key = %d.key, predecessor = p,
                     "a damaged object's predecessor is unknown: taking the nearest lower object; \
@@ -398,6 +421,11 @@ pub(crate) fn assemble(
             missing: sequence >= boundary
                 && (selection.chain.contains(&sequence) || !summaries.contains_key(&sequence)),
             absent: d.absent,
+            last_sequence: if d.absent {
+                d.next_key(sequence).saturating_sub(1).max(sequence)
+            } else {
+                sequence
+            },
         })
         .collect();
     let unreplayed = unreplayed(intact, &summaries, &selection, object_key);
@@ -411,7 +439,7 @@ pub(crate) fn assemble(
     ))
 }
 
-fn summary(h: &Header) -> ObjectSummary {
+pub(super) fn summary(h: &Header) -> ObjectSummary {
     // Its content is not known. Where a newer run links to its key, an
     // older epoch's object there can only be a filler (rule 8 of rfcs/0006:
     // the run's own object would carry the run's epoch), so it counts as
@@ -426,22 +454,27 @@ fn summary(h: &Header) -> ObjectSummary {
     }
 }
 
-/// A summary for the damaged object of `sequence` whose header is unknown,
-/// from the objects that link to it; `None` when nothing does. `named(k)`:
-/// whether the absent key `k` is a missing object too (rfcs/0003), so that
-/// the run's object right above it links to it.
+/// A summary for the damaged object of `sequence` whose header is unknown
+/// (or the missing object there), from the objects that link to it; `None`
+/// when nothing does. `next_key`: where its run goes on after it (its jump,
+/// when known). `named(k)`: whether the key `k`, which holds nothing, is a
+/// missing object too (rfcs/0003); `headerless(k)`: whether a damaged
+/// object whose header is unknown stands at `k`.
 pub(super) fn bridge(
     summaries: &BTreeMap<u64, ObjectSummary>,
     sequence: u64,
+    next_key: u64,
     named: impl Fn(u64) -> bool,
+    headerless: impl Fn(u64) -> bool,
 ) -> Option<ObjectSummary> {
+    use crate::catalog::chain;
     // Objects that link to it, directly or over fillers above it.
     let linkers: Vec<&ObjectSummary> = summaries
-        .range(sequence + 1..)
+        .range(sequence.checked_add(1)?..)
         .map(|(_, o)| o)
         .filter(|o| {
             o.link.is_some_and(|l| l.sequence == sequence)
-                || crate::catalog::chain::predecessor(summaries, o) == Some(Err(sequence))
+                || chain::broken(summaries, o).is_some_and(|b| (b.low..=b.high).contains(&sequence))
         })
         .collect();
     let epoch = linkers
@@ -456,32 +489,42 @@ pub(super) fn bridge(
         .unwrap_or(0)
         .min(sequence);
     // The nearest object of its run below it (fillers lie between the run's
-    // objects, rfcs/0006 rule 8), else, for a run's first object, the
-    // nearest of an older epoch (the tip its start object linked to).
-    // Right above a filler, or above a key of its run that is missing too,
-    // it links to that key as its writer's object did (a filler: sealed
-    // before the writer learned the key was taken), so that the walk goes
-    // down there as for any object of the run: over the fillers, or to the
-    // next hole, which is named and bridged in turn.
+    // objects, rfcs/0006 rule 8; a settle marker is nobody's run), else,
+    // for a run's first object, the nearest of an older epoch that is not
+    // a settle marker (the tip its start object linked to).
     let below = || summaries.range(..sequence).rev().map(|(_, o)| o);
-    let run_below = below().find(|o| o.epoch == epoch);
-    let key_below = sequence
+    let run_below = below().find(|o| o.epoch == epoch && !o.is_settle_marker());
+    // It links as its writer's object did, so that the walk goes down
+    // there as for any object of the run: to a filler right below it (the
+    // writer sealed it before it learned the key was taken; only within a
+    // run: a start object never links to a filler, rule 6), to a damaged
+    // object right below it, or to the run's next key after its object
+    // below when every key from there to it holds nothing and that key is
+    // a missing object too (one object with a jump, or several, stood
+    // there: the search names the lowest, which the run certainly used).
+    let over = sequence
         .checked_sub(1)
-        .filter(|&k| match summaries.get(&k) {
-            Some(o) => o.is_filler_for(epoch),
-            None => named(k) && run_below.is_some_and(|r| r.next_key <= k),
+        .and_then(|k| match summaries.get(&k) {
+            Some(o) => (o.is_filler_for(epoch) && run_below.is_some()).then_some(k),
+            None if headerless(k) => Some(k),
+            None => {
+                let run = run_below?;
+                let n = chain::next_key_over_fillers(summaries, run, epoch, sequence);
+                let empty = summaries.range(n..sequence).next().is_none();
+                (n < sequence && empty && named(n)).then_some(n)
+            }
         });
-    let over = key_below.map(|k| Link { sequence: k, epoch });
-    let predecessor = run_below.or_else(|| below().find(|o| o.epoch < epoch));
-    let link = match predecessor {
-        _ if over.is_some() => over,
-        Some(p) => Some(Link {
+    let predecessor =
+        run_below.or_else(|| below().find(|o| o.epoch < epoch && !o.is_settle_marker()));
+    let link = match (over, predecessor) {
+        (Some(k), _) => Some(Link { sequence: k, epoch }),
+        (None, Some(p)) => Some(Link {
             sequence: p.sequence,
             epoch: p.epoch,
         }),
         // Nothing below: a first object, or everything below is missing
         // (complete only if the boundary says it was collected).
-        None => (sequence > 1).then(|| Link {
+        (None, None) => (sequence > 1).then(|| Link {
             sequence: sequence - 1,
             epoch,
         }),
@@ -491,7 +534,7 @@ pub(super) fn bridge(
         epoch,
         link,
         reclaim_boundary: boundary,
-        next_key: sequence.saturating_add(1),
+        next_key,
         empty: false,
     })
 }
@@ -596,7 +639,7 @@ mod tests {
         assert_eq!(broken_at(&s, &selection, 7), 5);
         // Bridged as its writer sealed it: linking to the filler at 4,
         // which the walk steps over to 3.
-        let bridged = bridge(&s, 5, |_| false).expect("7's chain goes down to 5");
+        let bridged = bridge(&s, 5, 6, |_| false, |_| false).expect("7's chain goes down to 5");
         assert_eq!(
             (bridged.epoch, bridged.link.map(|l| l.sequence)),
             (2, Some(4))
@@ -618,17 +661,23 @@ mod tests {
             obj(64, 2, Some((3, 1)), 1),
             obj(71, 2, Some((70, 2)), 1),
         ]);
-        assert_eq!(bridge(&s, 2, |_| false), Some(obj(2, 1, Some((1, 1)), 1)));
         assert_eq!(
-            bridge(&s, 70, |_| false),
+            bridge(&s, 2, 3, |_| false, |_| false),
+            Some(obj(2, 1, Some((1, 1)), 1))
+        );
+        assert_eq!(
+            bridge(&s, 70, 71, |_| false, |_| false),
             Some(obj(70, 2, Some((64, 2)), 1))
         );
         // Nothing links to 50.
-        assert_eq!(bridge(&s, 50, |_| false), None);
+        assert_eq!(bridge(&s, 50, 51, |_| false, |_| false), None);
         // Nothing below: the link names the missing predecessor, which the
         // boundary of the linker may or may not excuse.
         let s = map(&[obj(8, 1, Some((7, 1)), 7)]);
-        assert_eq!(bridge(&s, 7, |_| false), Some(obj(7, 1, Some((6, 1)), 7)));
+        assert_eq!(
+            bridge(&s, 7, 8, |_| false, |_| false),
+            Some(obj(7, 1, Some((6, 1)), 7))
+        );
     }
 
     #[test]

@@ -235,7 +235,7 @@ async fn recover_once(storage: &Storage, prefix: &Prefix, config: &Config) -> Re
     }
     // Damaged and quarantined objects are there (in some form): not missing.
     let known: BTreeSet<u64> = present.iter().chain(damaged.keys()).copied().collect();
-    let missing = missing_objects(&intact, &known, collected_below, policy, |s| {
+    let missing = missing_objects(&intact, &damaged, &known, collected_below, policy, |s| {
         prefix.object_key(s)
     })?;
     for (sequence, d) in missing {
