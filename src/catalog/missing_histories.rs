@@ -13,6 +13,7 @@ use crate::catalog::chain::Selection;
 use crate::config::DamagePolicy;
 use crate::error::Error;
 use crate::format::{Header, Link};
+use crate::wal::open::damage::Damage;
 use crate::wal::open::missing::missing_objects;
 use crate::wal::open::quarantine::{assemble, Damaged};
 use crate::wal::open::tail::RecoveredObject;
@@ -59,6 +60,22 @@ fn recover(
     damaged: Vec<(u64, Damaged)>,
     policy: DamagePolicy,
 ) -> Result<(Vec<u64>, Selection), Error> {
+    let (selection, damage) = recover_damage(objects, damaged, policy)?;
+    let absent = damage
+        .damaged
+        .iter()
+        .filter(|d| d.absent)
+        .map(|d| d.sequence)
+        .collect();
+    Ok((absent, selection))
+}
+
+/// The selection and what recovery leaves out of replay.
+fn recover_damage(
+    objects: Vec<RecoveredObject>,
+    damaged: Vec<(u64, Damaged)>,
+    policy: DamagePolicy,
+) -> Result<(Selection, Damage), Error> {
     let intact: BTreeMap<u64, RecoveredObject> = objects
         .into_iter()
         .map(|o| (o.tail.header().sequence, o))
@@ -70,27 +87,13 @@ fn recover(
         damaged.entry(sequence).or_insert(d);
     }
     let (_, selection, damage) = assemble(&intact, &damaged, 0, key)?;
-    let absent = damage
-        .damaged
-        .iter()
-        .filter(|d| d.absent)
-        .map(|d| d.sequence)
-        .collect();
-    Ok((absent, selection))
+    Ok((selection, damage))
 }
 
 /// Each missing object named, with the last sequence its holes cover.
 fn last_sequences(objects: Vec<RecoveredObject>, damaged: Vec<(u64, Damaged)>) -> Vec<(u64, u64)> {
-    let intact: BTreeMap<u64, RecoveredObject> = objects
-        .into_iter()
-        .map(|o| (o.tail.header().sequence, o))
-        .collect();
-    let mut damaged: BTreeMap<u64, Damaged> = damaged.into_iter().collect();
-    let known: BTreeSet<u64> = intact.keys().chain(damaged.keys()).copied().collect();
-    let missing =
-        missing_objects(&intact, &damaged, &known, 0, DamagePolicy::Quarantine, key).unwrap();
-    damaged.extend(missing);
-    let (_, _, damage) = assemble(&intact, &damaged, 0, key).unwrap();
+    let (_, damage) = recover_damage(objects, damaged, DamagePolicy::Quarantine)
+        .expect("a quarantine open succeeds");
     damage
         .damaged
         .iter()
