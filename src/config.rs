@@ -127,8 +127,8 @@ pub struct Config {
     pub max_unpersisted_bytes: u64,
     /// Enqueued mode: appends wait while the oldest unpersisted admission is
     /// this old. Both modes: once creates have failed for this long, `flush`
-    /// and `wait_durable` answer the retryable `Failing` instead of waiting
-    /// out the outage.
+    /// and `wait_durable`, and appends held back by a full backlog, answer
+    /// the retryable `Failing` instead of waiting out the outage.
     ///
     /// The recovery point objective: a crash loses at most about this much
     /// time of acknowledged appends. Shorter bounds stall appends sooner

@@ -258,6 +258,38 @@ async fn an_enqueued_append_and_its_barrier_end() {
     assert!(took <= 10.1, "{took}");
 }
 
+/// Enqueued, the backlog full: an append held back behind creates that
+/// never answer is refused with the retryable `Failing` once the store has
+/// failed for `max_unpersisted_age`, as one arriving then would be (the
+/// model test, seed 166346635387990, found it waiting out the outage).
+#[tokio::test(start_paused = true)]
+async fn an_append_held_back_by_a_full_backlog_ends_when_the_store_fails() {
+    let store = Hanging::default();
+    let config = Config {
+        ack_mode: AckMode::Enqueued,
+        max_batch_bytes: 2048,
+        max_unpersisted_bytes: 4096,
+        ..Config::default()
+    };
+    let wal = written(&store, config.clone()).await;
+    store.hang(ALL);
+    let big = Bytes::from(vec![7u8; 2000]);
+    // Past the bound: the first three are admitted (the third crosses it).
+    for _ in 0..3 {
+        let (result, took) = timed("an append", wal.append(vec![(1, big.clone())])).await;
+        result.unwrap();
+        assert!(took < 0.01, "{took}");
+    }
+    let (result, took) = timed("a held-back append", wal.append(vec![(1, big)])).await;
+    let e = result.unwrap_err();
+    assert!(
+        matches!(e, Error::Failing { .. }) && e.is_retryable(),
+        "{e}"
+    );
+    let bound = 3.0 + config.max_unpersisted_age.as_secs_f64() / T.as_secs_f64();
+    assert!(took <= bound, "{took}");
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_flush_on_a_store_that_stops_answering_fails() {
     let store = Hanging::default();

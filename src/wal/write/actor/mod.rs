@@ -505,11 +505,13 @@ impl Actor {
             .iter()
             .flat_map(|o| o.waiters.iter())
             .chain(self.pipeline.iter().flat_map(|b| b.waiters.iter()))
-            .any(|w| matches!(w, Waiter::Durable { .. }));
+            .any(|w| matches!(w, Waiter::Durable { .. }))
+            || !self.backlog.stalled.is_empty();
         waiting.then_some(failing.since + self.config.max_unpersisted_age)
     }
 
-    /// Answers every waiting barrier with [`Self::barrier_refusal`].
+    /// Answers every waiting barrier and held-back append with
+    /// [`Self::barrier_refusal`].
     fn refuse_barriers(&mut self) {
         let Some(error) = self.barrier_refusal() else {
             return;
@@ -530,10 +532,18 @@ impl Actor {
             sealed.waiters = others;
             refused.extend::<Vec<Waiter>>(barriers);
         }
-        tracing::warn!(barriers = refused.len(), %error, "refusing barriers while the store fails");
+        tracing::warn!(barriers = refused.len(), appends = self.backlog.stalled.len(), %error,
+            "refusing barriers and held-back appends while the store fails");
         for waiter in refused {
             waiter.fail(error.clone());
         }
+        // An append held back by the full backlog was never admitted: it
+        // is refused as one arriving now would be, rather than waiting out
+        // the outage (no id was handed out, nothing is lost).
+        self.metrics
+            .rejected_appends
+            .increment(self.backlog.stalled.len() as u64);
+        self.fail_stalled(&error);
     }
 
     fn refusal(&self) -> Option<Error> {
