@@ -477,3 +477,71 @@ fn a_lost_object_with_nothing_listed_below_it_is_named_once_not_walked_down() {
     let err = recover(objects, Vec::new(), DamagePolicy::Fail).unwrap_err();
     assert!(err.to_string().contains(&key(m - 1)), "{err}");
 }
+
+/// A lost start object above an older process's dead object (model seed
+/// 1778448037786178824): B (epoch 2) holds 10 -> 2 and 11 -> 10; a dead
+/// start object of epoch 1 stands at B's next key 12 (a filler); C (epoch
+/// 3) chose B's tip 11, started at 20 -> 11 and sealed 21 -> 20 through
+/// 20. 20 is deleted. Its stand-in links where its opener did, to the tip
+/// chain selection picks among the older epochs below it (11), not to the
+/// nearest older object (12): that chain skipped B's 10 and 11, whose
+/// acknowledged entries a quarantine open dropped unnamed.
+#[test]
+fn a_lost_start_object_links_to_its_openers_tip_not_to_a_dead_object_below_it() {
+    let mut objects = a();
+    objects.push(recovered(10, 2, Some((2, 1)), None, 1));
+    objects.push(recovered(11, 2, Some((10, 2)), Some(10), 1));
+    objects.push(filler_at(12, 1));
+    objects.push(recovered(21, 3, Some((20, 3)), Some(20), 1));
+    let (absent, s) = quarantine(objects.clone(), Vec::new());
+    assert_eq!(absent, vec![20]);
+    assert_eq!(s.chain, vec![1, 2, 10, 11, 20, 21]);
+    let err = recover(objects, Vec::new(), DamagePolicy::Fail).unwrap_err();
+    assert!(err.to_string().contains(&key(20)), "{err}");
+}
+
+/// As above, with the run the opener chose partly collected since (model
+/// seed 279227295717747): B (epoch 2) holds [10 collected], 11 -> 10 and
+/// 12 -> 11, both carrying B's old boundary 1; a dead start object of
+/// epoch 1 at B's next key 13; C (epoch 3) started at [20 -> 12, lost] and
+/// sealed 21 -> 20 through 20 with boundary 11. B's break at 10 is excused
+/// by the boundary C's chain carries, not by B's own: without that, no
+/// older chain was complete, and the stand-in linked to the dead object.
+#[test]
+fn a_lost_start_object_links_to_its_openers_tip_when_that_run_was_collected_below() {
+    let objects = vec![
+        recovered(11, 2, Some((10, 2)), None, 1),
+        recovered(12, 2, Some((11, 2)), None, 1),
+        filler_at(13, 1),
+        recovered(21, 3, Some((20, 3)), Some(20), 11),
+    ];
+    let (absent, s) = quarantine(objects.clone(), Vec::new());
+    assert_eq!(absent, vec![20]);
+    assert_eq!(s.chain, vec![11, 12, 20, 21]);
+    let err = recover(objects, Vec::new(), DamagePolicy::Fail).unwrap_err();
+    assert!(err.to_string().contains(&key(20)), "{err}");
+}
+
+/// As above, where the linker's boundary is older than the collection and
+/// a settle marker is complete (model seed 1778448037786178824, shrunk
+/// again): B (epoch 2) settled A's next key 3 (a marker carrying boundary
+/// 3), and holds [11 collected], 12 -> 11 and 13 -> 12 with boundary 11; C
+/// (epoch 3) started at [20 -> 13, lost], sealed 21 -> 20 through 20 with
+/// boundary 11, and 22 -> 21 with boundary 12 after collecting 11. The
+/// highest boundary of C's run excuses B's break at 11, and a settle
+/// marker is never a tip (rfcs/0006 K4): the stand-in links to 13.
+#[test]
+fn a_lost_start_object_links_to_its_openers_tip_not_to_a_settle_marker() {
+    let objects = vec![
+        recovered(3, 2, Some((2, 0)), None, 3),
+        recovered(12, 2, Some((11, 2)), None, 11),
+        recovered(13, 2, Some((12, 2)), None, 11),
+        recovered(21, 3, Some((20, 3)), Some(20), 11),
+        recovered(22, 3, Some((21, 3)), None, 12),
+    ];
+    let (absent, s) = quarantine(objects.clone(), Vec::new());
+    assert_eq!(absent, vec![20]);
+    assert_eq!(s.chain, vec![12, 13, 20, 21, 22]);
+    let err = recover(objects, Vec::new(), DamagePolicy::Fail).unwrap_err();
+    assert!(err.to_string().contains(&key(20)), "{err}");
+}

@@ -54,6 +54,8 @@ mod live_tests;
 mod missing_histories;
 #[cfg(test)]
 mod query_tests;
+#[cfg(test)]
+mod standin_histories;
 
 /// One indexed object, as the catalog keeps it.
 #[derive(Debug, Clone, PartialEq, Eq)]

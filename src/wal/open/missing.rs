@@ -77,7 +77,7 @@ pub(crate) fn missing_objects(
         intact.iter().map(|(s, o)| (*s, o.summary())).collect();
     for (&sequence, d) in damaged {
         if let Some(h) = &d.header {
-            summaries.insert(sequence, super::quarantine::summary(h));
+            summaries.insert(sequence, super::quarantine::summary(h, d));
         }
     }
     let headerless: BTreeSet<u64> = damaged
@@ -87,8 +87,13 @@ pub(crate) fn missing_objects(
         .collect();
     // Gap keys warned about (nothing shows they were acknowledged).
     let mut warned = BTreeSet::new();
+    // Stand-ins inserted, with their next keys: bridged again each round
+    // (a start object's links to the tip its opener chose, which may lie
+    // above a stand-in found later).
+    let mut bridged: BTreeMap<u64, u64> = BTreeMap::new();
+    let mut relinks = 0;
     loop {
-        let mut stand_ins: Vec<(u64, u64)> = Vec::new();
+        let mut stand_ins: Vec<(u64, u64)> = bridged.iter().map(|(s, n)| (*s, *n)).collect();
         for ((sequence, epoch), gap) in gaps(intact, &summaries, present) {
             if sequence < collected_below || out.contains_key(&sequence) {
                 continue;
@@ -103,12 +108,12 @@ pub(crate) fn missing_objects(
                 .min(above(
                     summaries.range(sequence + 1..).next().map(|(s, _)| s),
                 ));
-            if !summaries.contains_key(&sequence) {
+            if !summaries.contains_key(&sequence) && !bridged.contains_key(&sequence) {
                 stand_ins.push((sequence, next_key));
             }
             // A gap without evidence may gain it in a later round (an
             // object above reaching it through a stand-in found since).
-            let Some(evidence) = acknowledged(intact, link, &gap) else {
+            let Some(evidence) = acknowledged(intact, damaged, link, &gap) else {
                 if !warned.insert(sequence) {
                     continue;
                 }
@@ -168,35 +173,42 @@ pub(crate) fn missing_objects(
         // Damaged objects whose header is unknown, once something links to
         // them.
         for &sequence in &headerless {
-            if !summaries.contains_key(&sequence) {
+            if !summaries.contains_key(&sequence) && !bridged.contains_key(&sequence) {
                 stand_ins.push((sequence, sequence.saturating_add(1)));
             }
         }
         // From the top down: the lower ones are reached through the upper.
         stand_ins.sort_unstable();
-        let mut reached = false;
+        stand_ins.dedup();
+        let (mut reached, mut relinked) = (false, false);
         for &(sequence, next_key) in stand_ins.iter().rev() {
             let Some(b) = super::quarantine::bridge(
                 &summaries,
                 sequence,
                 next_key,
                 |k| !present.contains(&k),
-                |k| headerless.contains(&k),
+                &headerless,
+                |k| intact.get(&k).and_then(|o| o.acknowledged_through()),
             ) else {
                 continue;
             };
             // A link to a key below which nothing is listed leads nowhere
             // (walking down from it key by key would never end).
+            // Settle markers do not count: nobody's run lies in them.
+            let settle = |k: &u64| summaries.get(k).is_some_and(|o| o.is_settle_marker());
             let leads = b.link.is_none_or(|l| {
-                present.range(..=l.sequence).next().is_some()
-                    || summaries.range(..=l.sequence).next().is_some()
+                present.range(..=l.sequence).any(|k| !settle(k))
+                    || summaries.range(..=l.sequence).any(|(k, _)| !settle(k))
             });
-            if leads {
-                summaries.insert(sequence, b);
-                reached = true;
+            if leads && summaries.insert(sequence, b) != Some(b) {
+                reached |= bridged.insert(sequence, next_key).is_none();
+                relinked = true;
             }
         }
-        if !reached {
+        // A round that only relinks stand-ins settles at least the lowest
+        // changed one: as many as there are stand-ins end it.
+        relinks = if reached { 0 } else { relinks + 1 };
+        if !relinked || relinks > bridged.len() {
             break;
         }
     }
@@ -277,19 +289,26 @@ fn gaps(
 
 /// Why the object of the missing `link` must have been acknowledged, when
 /// something in the objects above it shows it.
-fn acknowledged(intact: &BTreeMap<u64, RecoveredObject>, link: Link, gap: &Gap) -> Option<String> {
+fn acknowledged(
+    intact: &BTreeMap<u64, RecoveredObject>,
+    damaged: &BTreeMap<u64, Damaged>,
+    link: Link,
+    gap: &Gap,
+) -> Option<String> {
     let key = link.sequence;
     gap.through.iter().find_map(|&sequence| {
-        let object = intact.get(&sequence)?;
-        let header = object.tail.header();
-        // A jump record below the object's own sequence: the last key its
-        // writer had acknowledged when it sealed it.
-        let through = object
-            .marks
-            .iter()
-            .find(|m| m.is_jump())
-            .map(|m| format::sequence_of(m.watermark))
-            .filter(|a| *a < sequence);
+        // An intact object, or a damaged one whose header is known (its
+        // records, when they decode, count as an intact object's).
+        let (header, through) = match (intact.get(&sequence), damaged.get(&sequence)) {
+            (Some(o), _) => (*o.tail.header(), o.acknowledged_through()),
+            (None, Some(d)) => (
+                d.header?,
+                d.records
+                    .as_ref()
+                    .and_then(|(marks, _)| super::tail::acknowledged_through(marks, sequence)),
+            ),
+            (None, None) => return None,
+        };
         if let Some(through) = through.filter(|a| *a >= key && header.epoch == link.epoch) {
             Some(format!(
                 "object {sequence} was sealed once its writer had acknowledged its run through \

@@ -14,7 +14,7 @@
 //!
 //! Pure except [`examine`] and [`learn`], which read one object.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use crate::catalog::chain::{ObjectSummary, Selection};
 use crate::catalog::{Catalog, IndexedObject};
@@ -366,30 +366,58 @@ pub(crate) fn assemble(
         .collect();
     for (&sequence, d) in damaged {
         if let Some(h) = d.header {
-            summaries.insert(sequence, summary(&h));
+            summaries.insert(sequence, summary(&h, d));
         }
     }
     // From the top down: a damaged object's linkers may be damaged too.
     let named = |k: u64| damaged.get(&k).is_some_and(|d| d.absent);
-    let headerless = |k: u64| {
-        damaged
-            .get(&k)
-            .is_some_and(|d| !d.absent && d.header.is_none())
+    let headerless: BTreeSet<u64> = damaged
+        .iter()
+        .filter(|(_, d)| !d.absent && d.header.is_none())
+        .map(|(s, _)| *s)
+        .collect();
+    let acknowledged = |k: u64| match (intact.get(&k), damaged.get(&k)) {
+        (Some(o), _) => o.acknowledged_through(),
+        (None, Some(d)) => d
+            .records
+            .as_ref()
+            .and_then(|(marks, _)| super::tail::acknowledged_through(marks, k)),
+        (None, None) => None,
     };
-    for (&sequence, d) in damaged.iter().rev().filter(|(_, d)| d.header.is_none()) {
-        if let Some(s) = bridge(
-            &summaries,
-            sequence,
-            d.next_key(sequence),
-            named,
-            headerless,
-        ) {
-            if let Some(Link { sequence: p, .. }) = s.link.filter(|l| l.sequence + 1 < sequence) {
-                tracing::warn!(key = %d.key, predecessor = p,
-                    "a damaged object's predecessor is unknown: taking the nearest lower object; \
-                     sequences between them are absent (never created, or missing)");
-            }
-            summaries.insert(sequence, s);
+    // Again until nothing changes: a start object's stand-in links to the
+    // tip its opener chose, which may lie above a lower stand-in bridged
+    // after it (each pass settles at least the lowest changed one).
+    let unknown: Vec<(u64, &Damaged)> = damaged
+        .iter()
+        .rev()
+        .filter(|(_, d)| d.header.is_none())
+        .map(|(s, d)| (*s, d))
+        .collect();
+    for _ in 0..=unknown.len() {
+        let mut changed = false;
+        for &(sequence, d) in &unknown {
+            let Some(s) = bridge(
+                &summaries,
+                sequence,
+                d.next_key(sequence),
+                named,
+                &headerless,
+                acknowledged,
+            ) else {
+                continue;
+            };
+            changed |= summaries.insert(sequence, s) != Some(s);
+        }
+        if !changed {
+            break;
+        }
+    }
+    for &(sequence, d) in &unknown {
+        let link = summaries.get(&sequence).and_then(|s| s.link);
+        if let Some(Link { sequence: p, .. }) = link.filter(|l| l.sequence + 1 < sequence) {
+            tracing::warn!(key = %d.key, predecessor = p,
+                "a damaged object's predecessor is unknown: taking the nearest lower object; \
+                 sequences between them are absent (never created, or missing)");
         }
     }
     let mut selection =
@@ -439,17 +467,23 @@ pub(crate) fn assemble(
     ))
 }
 
-pub(super) fn summary(h: &Header) -> ObjectSummary {
+pub(super) fn summary(h: &Header, d: &Damaged) -> ObjectSummary {
     // Its content is not known. Where a newer run links to its key, an
     // older epoch's object there can only be a filler (rule 8 of rfcs/0006:
     // the run's own object would carry the run's epoch), so it counts as
-    // empty; at any other key emptiness changes nothing.
+    // empty; at any other key emptiness changes nothing. Its jump, when its
+    // records decode, says where its run goes on.
+    let jump = d
+        .records
+        .as_ref()
+        .and_then(|(marks, _)| marks.iter().find(|m| m.is_jump()))
+        .map(|m| m.watermark);
     ObjectSummary {
         sequence: h.sequence,
         epoch: h.epoch,
         link: h.link,
         reclaim_boundary: h.reclaim_boundary,
-        next_key: h.sequence.saturating_add(1),
+        next_key: crate::wal::protocol::rules::next_key(h.sequence, jump),
         empty: !crate::wal::protocol::rules::is_settle_marker(h),
     }
 }
@@ -458,14 +492,17 @@ pub(super) fn summary(h: &Header) -> ObjectSummary {
 /// (or the missing object there), from the objects that link to it; `None`
 /// when nothing does. `next_key`: where its run goes on after it (its jump,
 /// when known). `named(k)`: whether the key `k`, which holds nothing, is a
-/// missing object too (rfcs/0003); `headerless(k)`: whether a damaged
-/// object whose header is unknown stands at `k`.
+/// missing object too (rfcs/0003); `headerless`: the keys where a damaged
+/// object whose header is unknown stands; `acknowledged(s)`: the last key
+/// the writer of the object at `s` had acknowledged when it sealed it, when
+/// it says.
 pub(super) fn bridge(
     summaries: &BTreeMap<u64, ObjectSummary>,
     sequence: u64,
     next_key: u64,
     named: impl Fn(u64) -> bool,
-    headerless: impl Fn(u64) -> bool,
+    headerless: &BTreeSet<u64>,
+    acknowledged: impl Fn(u64) -> Option<u64>,
 ) -> Option<ObjectSummary> {
     use crate::catalog::chain;
     // Objects that link to it, directly or over fillers above it.
@@ -490,10 +527,21 @@ pub(super) fn bridge(
         .min(sequence);
     // The nearest object of its run below it (fillers lie between the run's
     // objects, rfcs/0006 rule 8; a settle marker is nobody's run), else,
-    // for a run's first object, the nearest of an older epoch that is not
-    // a settle marker (the tip its start object linked to).
+    // for a run's first object, the tip its opener chose: chain selection
+    // over the older epochs' objects below it, as that open ran it (the
+    // nearest older object may be a dead one the opener passed over, and
+    // a chain through it skips the run it did choose). Failing that, the
+    // nearest older object that is not a settle marker.
     let below = || summaries.range(..sequence).rev().map(|(_, o)| o);
     let run_below = below().find(|o| o.epoch == epoch && !o.is_settle_marker());
+    // With none of its run listed below, it is the run's start object
+    // unless an object of its run above says its writer had acknowledged
+    // a key below it: then the run's objects below are gone too, and it
+    // links within the run (to the key below it), not to an older tip.
+    let within_run = run_below.is_some()
+        || summaries
+            .range(sequence.checked_add(1)?..)
+            .any(|(&s, o)| o.epoch == epoch && acknowledged(s).is_some_and(|a| a < sequence));
     // It links as its writer's object did, so that the walk goes down
     // there as for any object of the run: to a filler right below it (the
     // writer sealed it before it learned the key was taken; only within a
@@ -505,27 +553,45 @@ pub(super) fn bridge(
     let over = sequence
         .checked_sub(1)
         .and_then(|k| match summaries.get(&k) {
-            Some(o) => (o.is_filler_for(epoch) && run_below.is_some()).then_some(k),
-            None if headerless(k) => Some(k),
+            Some(o) => (o.is_filler_for(epoch) && within_run).then_some(k),
+            None if headerless.contains(&k) => Some(k),
+            None if run_below.is_none() => within_run.then_some(k),
             None => {
                 let run = run_below?;
                 let n = chain::next_key_over_fillers(summaries, run, epoch, sequence);
-                let empty = summaries.range(n..sequence).next().is_none();
-                (n < sequence && empty && named(n)).then_some(n)
+                let between = summaries.range(n..sequence).next().is_some()
+                    || headerless.range(n..sequence).next().is_some();
+                if n >= sequence {
+                    None
+                } else if between {
+                    // Something stands between: not one object with a
+                    // jump; the key right below, which holds nothing.
+                    Some(k)
+                } else {
+                    named(n).then_some(n)
+                }
             }
         });
-    let predecessor =
-        run_below.or_else(|| below().find(|o| o.epoch < epoch && !o.is_settle_marker()));
+    let predecessor = run_below
+        .or_else(|| openers_tip(summaries, sequence, epoch))
+        .or_else(|| below().find(|o| o.epoch < epoch && !o.is_settle_marker()));
     let link = match (over, predecessor) {
         (Some(k), _) => Some(Link { sequence: k, epoch }),
         (None, Some(p)) => Some(Link {
             sequence: p.sequence,
             epoch: p.epoch,
         }),
-        // Nothing below: a first object, or everything below is missing
-        // (complete only if the boundary says it was collected).
+        // Nothing below but settle markers: a first object, or everything
+        // below is missing. Below the boundary its linkers carry it was
+        // collected: it links there (the chain is complete, and the search
+        // does not name, key by key, what never held an object); else to
+        // the key below (complete only if a boundary says it was collected).
         (None, None) => (sequence > 1).then(|| Link {
-            sequence: sequence - 1,
+            sequence: if boundary > 1 {
+                boundary - 1
+            } else {
+                sequence - 1
+            },
             epoch,
         }),
     };
@@ -537,6 +603,39 @@ pub(super) fn bridge(
         next_key,
         empty: false,
     })
+}
+
+/// The tip the opener of a run of `epoch` whose start object is at
+/// `sequence` chose: chain selection over the objects of older epochs
+/// below it (settle markers are never a tip, rfcs/0006 K4), as that open
+/// listed them, less what was collected since. That run's later objects
+/// and newer runs chain through the start object, and what the highest
+/// boundary among them says is collected is so on the opener's chain: no
+/// candidate's break below it counts against it (its own boundary may be
+/// older than the collection).
+fn openers_tip(
+    summaries: &BTreeMap<u64, ObjectSummary>,
+    sequence: u64,
+    epoch: u64,
+) -> Option<&ObjectSummary> {
+    let boundary = summaries
+        .range(sequence..)
+        .filter(|(_, o)| o.epoch >= epoch)
+        .map(|(_, o)| o.reclaim_boundary)
+        .max()
+        .unwrap_or(0)
+        .min(sequence);
+    let older: BTreeMap<u64, ObjectSummary> = summaries
+        .range(..sequence)
+        .filter(|(_, o)| o.epoch < epoch && !o.is_settle_marker())
+        .map(|(&s, o)| {
+            let mut o = *o;
+            o.reclaim_boundary = o.reclaim_boundary.max(boundary.min(s));
+            (s, o)
+        })
+        .collect();
+    let tip = crate::catalog::chain::select(&older).ok()?.tip?;
+    summaries.get(&tip.sequence)
 }
 
 /// A damaged chain link as the catalog keeps it: no segments to read, its
@@ -639,7 +738,8 @@ mod tests {
         assert_eq!(broken_at(&s, &selection, 7), 5);
         // Bridged as its writer sealed it: linking to the filler at 4,
         // which the walk steps over to 3.
-        let bridged = bridge(&s, 5, 6, |_| false, |_| false).expect("7's chain goes down to 5");
+        let bridged = bridge(&s, 5, 6, |_| false, &BTreeSet::new(), |_| None)
+            .expect("7's chain goes down to 5");
         assert_eq!(
             (bridged.epoch, bridged.link.map(|l| l.sequence)),
             (2, Some(4))
@@ -662,20 +762,23 @@ mod tests {
             obj(71, 2, Some((70, 2)), 1),
         ]);
         assert_eq!(
-            bridge(&s, 2, 3, |_| false, |_| false),
+            bridge(&s, 2, 3, |_| false, &BTreeSet::new(), |_| None),
             Some(obj(2, 1, Some((1, 1)), 1))
         );
         assert_eq!(
-            bridge(&s, 70, 71, |_| false, |_| false),
+            bridge(&s, 70, 71, |_| false, &BTreeSet::new(), |_| None),
             Some(obj(70, 2, Some((64, 2)), 1))
         );
         // Nothing links to 50.
-        assert_eq!(bridge(&s, 50, 51, |_| false, |_| false), None);
+        assert_eq!(
+            bridge(&s, 50, 51, |_| false, &BTreeSet::new(), |_| None),
+            None
+        );
         // Nothing below: the link names the missing predecessor, which the
         // boundary of the linker may or may not excuse.
         let s = map(&[obj(8, 1, Some((7, 1)), 7)]);
         assert_eq!(
-            bridge(&s, 7, 8, |_| false, |_| false),
+            bridge(&s, 7, 8, |_| false, &BTreeSet::new(), |_| None),
             Some(obj(7, 1, Some((6, 1)), 7))
         );
     }

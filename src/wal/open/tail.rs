@@ -62,6 +62,17 @@ pub(crate) struct RecoveredObject {
     pub(crate) releases: Vec<ReleaseRecord>,
 }
 
+/// The last key the writer of the object at `sequence` had acknowledged
+/// when it sealed it: its jump record, when that lies below `sequence`
+/// (above, it says where the run goes on).
+pub(crate) fn acknowledged_through(marks: &[MarkRecord], sequence: u64) -> Option<u64> {
+    marks
+        .iter()
+        .find(|m| m.is_jump())
+        .map(|m| crate::format::sequence_of(m.watermark))
+        .filter(|a| *a < sequence)
+}
+
 impl RecoveredObject {
     pub(crate) fn summary(&self) -> ObjectSummary {
         let h = self.tail.header();
@@ -74,6 +85,12 @@ impl RecoveredObject {
             next_key: crate::wal::protocol::rules::next_key(h.sequence, jump),
             empty: self.is_empty() && !crate::wal::protocol::rules::is_settle_marker(h),
         }
+    }
+
+    /// The last key its writer had acknowledged when it sealed it (its
+    /// jump record below its own sequence), if it says.
+    pub(crate) fn acknowledged_through(&self) -> Option<u64> {
+        acknowledged_through(&self.marks, self.tail.header().sequence)
     }
 
     pub(crate) fn indexed(&self) -> IndexedObject {

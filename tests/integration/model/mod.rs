@@ -287,3 +287,73 @@ fn model_based_durable() {
 fn model_based_enqueued() {
     run(AckMode::Enqueued);
 }
+
+/// Model seed 1778448037786178824, shrunk: a dead start object of an older
+/// epoch at the writer's next key, a reopen, and the new start object
+/// deleted by hand. A reader under quarantine linked the lost start
+/// object to the dead object below it, not to the tip its opener chose,
+/// and dropped the older writer's acknowledged entries unnamed.
+#[test]
+fn a_lost_start_object_above_a_dead_object_keeps_the_run_its_opener_chose() {
+    use steps::{Fault, Letting, Target};
+    let settings = Settings {
+        flush_ms: 1,
+        max_batch_bytes: 8388608,
+        inflight: 4,
+        early_seals: 0,
+        hedge: None,
+        request_timeout_ms: None,
+        quarantine: false,
+        fail_on_corruption: false,
+        stop_attempts: 5,
+        tight_backlog: false,
+        slow: None,
+    };
+    let a = || Op::Append {
+        handle: 0,
+        entries: vec![(0, 6)],
+    };
+    let held = |r: (u64, u64)| Step::Held {
+        after_landed: false,
+        letting: Letting::InOrder,
+        crash: false,
+        release_second: false,
+        regions: r,
+    };
+    let steps = vec![
+        held((2, 0)),
+        Step::Together(vec![a(), a()]),
+        Step::Op(a()),
+        held((0, 0)),
+        Step::Op(a()),
+        Step::Together(vec![a(), a()]),
+        Step::Op(Op::Import {
+            region: 0,
+            fill: true,
+            corrupt: false,
+        }),
+        Step::Faulty {
+            fault: Fault::FailRead {
+                target: Target::Objects,
+                n: 1,
+                permanent: false,
+            },
+            ops: vec![Op::Release { region: 3 }, Op::Reopen],
+        },
+        Step::Op(a()),
+        Step::Op(Op::DeadObject {
+            region: 0,
+            then_open: false,
+        }),
+        Step::Together(vec![a(), a()]),
+        Step::Op(Op::Damage {
+            pick: 15,
+            delete: true,
+        }),
+    ];
+    match run_case(AckMode::Enqueued, &settings, &steps) {
+        Ok(_) => {}
+        Err(CaseFailure::Violation(e)) => panic!("{e}"),
+        Err(CaseFailure::Spun) => panic!("spun"),
+    }
+}
