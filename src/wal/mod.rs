@@ -415,7 +415,10 @@ impl Wal {
     }
 
     /// The entries of `region` with id >= `from`, in id order, hiding those
-    /// at or below the region's watermark. Up to `replay_concurrency`
+    /// at or below the region's watermark. It shows what this store has
+    /// indexed: an enqueued append's entries once their object's create
+    /// has been answered (a follower elsewhere may see the object as soon
+    /// as it lands, a moment sooner). Up to `replay_concurrency`
     /// segment reads run ahead of the consumer (spawned tasks: poll the
     /// stream inside a tokio runtime), holding at most `replay_buffer_bytes`.
     pub fn read(

@@ -103,6 +103,10 @@ pub struct Model {
     /// Regions a release was ever asked for: a follower may end them (a
     /// release that failed may have landed).
     ever_released: BTreeSet<RegionId>,
+    /// Entries of this life a follower yielded before the writer knew them
+    /// durable (an object landed, its create's answer not yet in): durable,
+    /// but the writer's own reads show them only once it indexed them.
+    followed_only: BTreeSet<Key>,
 }
 
 impl Model {
@@ -125,6 +129,7 @@ impl Model {
             import_copies: HashMap::new(),
             quarantined: BTreeSet::new(),
             ever_released: BTreeSet::new(),
+            followed_only: BTreeSet::new(),
         }
     }
 
@@ -238,6 +243,7 @@ impl Model {
             if let Some(e) = self.entries.get_mut(key) {
                 if e.fate == Fate::Admitted {
                     e.fate = Fate::Promised;
+                    self.followed_only.insert(*key);
                 }
             }
         }
@@ -492,9 +498,12 @@ impl Model {
     /// Every admitted entry of this life in an object at or below
     /// `sequence` is durable: objects are indexed in sequence order.
     fn durable_through(&mut self, sequence: u64) {
-        for e in self.entries.values_mut() {
-            if e.fate == Fate::Admitted && e.id.is_some_and(|id| sequence_of(id) <= sequence) {
-                e.fate = Fate::Promised;
+        for (key, e) in self.entries.iter_mut() {
+            if e.id.is_some_and(|id| sequence_of(id) <= sequence) {
+                if e.fate == Fate::Admitted {
+                    e.fate = Fate::Promised;
+                }
+                self.followed_only.remove(key);
             }
         }
     }
@@ -509,6 +518,7 @@ impl Model {
     pub fn flushed(&mut self, admitted_before: &BTreeSet<Key>) {
         for key in admitted_before {
             self.set_fate(*key, Fate::Promised);
+            self.followed_only.remove(key);
         }
         self.marks_durable();
     }
@@ -722,7 +732,7 @@ impl Model {
                 && id >= from
                 && id > watermark.max(self.watermark_ever(region))
                 && !self.released_now(region)
-                && (promised_before.contains(key)
+                && (promised_before.contains(key) && !self.followed_only.contains(key)
                     || matches!(e.fate, Fate::Promised) && sequence_of(id) <= top);
             let skipped = holes.iter().any(|h| h.first_id <= id && id <= h.last_id);
             if required && !shown.contains(key) && !skipped {

@@ -171,6 +171,7 @@ impl Model {
         self.id_floor = self.durable_marks.clone();
         self.corruption = false;
         self.quarantined = holes.iter().map(|h| h.sequence).collect();
+        self.followed_only.clear();
         self.life += 1;
         Ok(())
     }

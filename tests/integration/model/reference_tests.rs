@@ -245,3 +245,29 @@ fn a_reader_s_hole_is_allowed_only_over_obsolete_entries() {
     model.observed(1, 0, &rest, &[hole(keys[0].1)]).unwrap();
     assert!(model.observed(1, 0, &[], &[hole(keys[1].1)]).is_err());
 }
+
+/// Model seed 257292745896387: an outside follower yielded an enqueued
+/// entry whose object had landed while the writer still waited for its
+/// create's answer; the writer's read, which shows what it indexed, did
+/// not show it yet. Such an entry is durable (it must replay after a
+/// restart) but a read of this life need show it only once the writer
+/// indexed it (a read showing a later object, a flush, a wait_durable).
+#[test]
+fn an_entry_a_follower_yielded_shows_in_the_writers_read_once_it_is_indexed() {
+    let (mut model, keys) = appended(true, 2);
+    let (key, id) = keys[1];
+    model.followed(&[key]);
+    let first = [entry(&model, keys[0].0, keys[0].1)];
+    let promised: BTreeSet<Key> = [key].into();
+    model.read(1, 0, &first, &[], &promised).unwrap();
+    // Once the writer knows it durable, its reads must show it.
+    model.durable(id);
+    assert!(model.read(1, 0, &first, &[], &promised).is_err());
+    // And it replays after a restart whatever the writer knew.
+    let (mut model, keys) = appended(true, 2);
+    model.followed(&[keys[1].0]);
+    let missing = replay(&model, &keys[..1]);
+    assert!(model
+        .restarted(&missing, &[], &[], &BTreeSet::new())
+        .is_err());
+}
