@@ -9,11 +9,13 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::catalog::chain::tests::{filler, map, obj};
-use crate::catalog::chain::{above_tip, predecessor, select, ObjectSummary};
+use crate::catalog::chain::{above_tip, predecessor, select, ObjectSummary, Selection};
 use crate::config::DamagePolicy;
+use crate::error::Error;
 use crate::format::{self, Header, Link, MarkRecord, Object, TailDecode};
+use crate::wal::open::damage::Damage;
 use crate::wal::open::missing::missing_objects;
-use crate::wal::open::quarantine::assemble;
+use crate::wal::open::quarantine::{assemble, Damaged};
 use crate::wal::open::tail::RecoveredObject;
 
 const B: u64 = 5;
@@ -93,6 +95,105 @@ pub(crate) fn key(s: u64) -> String {
     format!("p/objects/{s:020}.wal")
 }
 
+/// Writer A (epoch 1): 1, and 2 sealed through 1.
+pub(crate) fn writer_a() -> Vec<RecoveredObject> {
+    vec![
+        recovered(1, 1, Some((0, 1)), None, 1),
+        recovered(2, 1, Some((1, 1)), Some(1), 1),
+    ]
+}
+
+/// A damaged object whose header is unknown (a junk or truncated file).
+pub(crate) fn headerless(sequence: u64) -> Damaged {
+    Damaged {
+        key: key(sequence),
+        size: 64,
+        error: Error::recovery("its tail does not decode"),
+        quarantined: false,
+        header: None,
+        segments: None,
+        records: None,
+        absent: false,
+    }
+}
+
+/// A damaged object `objwal repair` moved under quarantine/: its header
+/// (linking to `link`) and its records (the jump record `through`, as in
+/// [`recovered`]) still decode, its segments do not.
+pub(crate) fn quarantined(
+    sequence: u64,
+    epoch: u64,
+    link: (u64, u64),
+    through: Option<u64>,
+) -> Damaged {
+    let marks = through
+        .map(|a| MarkRecord {
+            region: format::JUMP,
+            watermark: format::entry_id(a, format::MAX_POSITION),
+        })
+        .into_iter()
+        .collect();
+    Damaged {
+        key: key(sequence),
+        size: 400,
+        error: Error::recovery("moved aside by objwal repair"),
+        quarantined: true,
+        header: Some(Header {
+            sequence,
+            epoch,
+            link: Some(Link {
+                sequence: link.0,
+                epoch: link.1,
+            }),
+            reclaim_boundary: 1,
+        }),
+        segments: Some(Vec::new()),
+        records: through.map(|_| (marks, Vec::new())),
+        absent: false,
+    }
+}
+
+/// What recovery does after reading tails (recovery.rs: `known`, then
+/// `missing_objects`, then `assemble`): the selection and what it leaves
+/// out of replay.
+pub(crate) fn recover_damage(
+    objects: Vec<RecoveredObject>,
+    damaged: Vec<(u64, Damaged)>,
+    policy: DamagePolicy,
+) -> Result<(Selection, Damage), Error> {
+    let intact: BTreeMap<u64, RecoveredObject> = objects
+        .into_iter()
+        .map(|o| (o.tail.header().sequence, o))
+        .collect();
+    let mut damaged: BTreeMap<u64, Damaged> = damaged.into_iter().collect();
+    let known: BTreeSet<u64> = intact.keys().chain(damaged.keys()).copied().collect();
+    let missing = missing_objects(&intact, &damaged, &known, 0, policy, key)?;
+    for (sequence, d) in missing {
+        damaged.entry(sequence).or_insert(d);
+    }
+    let (_, selection, damage) = assemble(&intact, &damaged, 0, key)?;
+    Ok((selection, damage))
+}
+
+/// The missing-object search over a listing with nothing damaged.
+pub(crate) fn search(
+    intact: &BTreeMap<u64, RecoveredObject>,
+    present: &BTreeSet<u64>,
+    policy: DamagePolicy,
+) -> Result<BTreeMap<u64, Damaged>, Error> {
+    missing_objects(intact, &BTreeMap::new(), present, 0, policy, key)
+}
+
+/// The sequences recovery named missing (absent from the store).
+pub(crate) fn absent(damage: &Damage) -> Vec<u64> {
+    damage
+        .damaged
+        .iter()
+        .filter(|d| d.absent)
+        .map(|d| d.sequence)
+        .collect()
+}
+
 /// Writer A's two objects and the failed openers' fillers at `fillers`
 /// (epochs 2, 3, 4 in turn), as recovery reads them.
 fn a_and_fillers(fillers: &[u64]) -> Vec<RecoveredObject> {
@@ -146,14 +247,7 @@ fn three_fillers_lower_object_collected_upper_object_lost_is_named_missing() {
     objects.push(recovered(10, B, Some((2, 1)), None, 1));
     objects.push(recovered(16, B, Some((15, B)), Some(15), 14));
     let (intact, present) = listing(objects);
-    let named = missing_objects(
-        &intact,
-        &BTreeMap::new(),
-        &present,
-        0,
-        DamagePolicy::Fail,
-        key,
-    );
+    let named = search(&intact, &present, DamagePolicy::Fail);
     match named {
         Err(e) => assert!(e.to_string().contains(&key(14)), "{e}"),
         Ok(found) => panic!(
@@ -193,15 +287,7 @@ fn two_lost_objects_between_three_fillers_are_both_named_and_the_run_replays() {
     objects.push(recovered(10, B, Some((2, 1)), None, 1));
     objects.push(recovered(16, B, Some((15, B)), Some(15), 1));
     let (intact, present) = listing(objects);
-    let damaged = missing_objects(
-        &intact,
-        &BTreeMap::new(),
-        &present,
-        0,
-        DamagePolicy::Quarantine,
-        key,
-    )
-    .unwrap();
+    let damaged = search(&intact, &present, DamagePolicy::Quarantine).unwrap();
     let (_, selection, damage) = assemble(&intact, &damaged, 0, key).unwrap();
     assert!(
         selection.chain.contains(&16),
@@ -227,15 +313,7 @@ fn two_lost_objects_without_fillers_are_both_named_and_the_run_replays() {
         recovered(12, B, Some((11, B)), Some(11), 1),
         recovered(14, B, Some((13, B)), Some(13), 1),
     ]);
-    let damaged = missing_objects(
-        &intact,
-        &BTreeMap::new(),
-        &present,
-        0,
-        DamagePolicy::Quarantine,
-        key,
-    )
-    .unwrap();
+    let damaged = search(&intact, &present, DamagePolicy::Quarantine).unwrap();
     assert_eq!(damaged.keys().copied().collect::<Vec<_>>(), vec![11, 13]);
     let (_, selection, _) = assemble(&intact, &damaged, 0, key).unwrap();
     assert!(selection.chain.contains(&14), "{:?}", selection.chain);
@@ -254,15 +332,8 @@ fn the_lowest_live_object_with_a_jump_onto_a_filler_lost_fails_the_open() {
     let mut objects = a_and_fillers(&[20]);
     objects.push(recovered(21, B, Some((20, B)), Some(20), 11));
     let (intact, present) = listing(objects);
-    let err = missing_objects(
-        &intact,
-        &BTreeMap::new(),
-        &present,
-        0,
-        DamagePolicy::Fail,
-        key,
-    )
-    .expect_err("11 is acknowledged and gone");
+    let err =
+        search(&intact, &present, DamagePolicy::Fail).expect_err("11 is acknowledged and gone");
     assert!(err.to_string().contains(&key(19)), "{err}");
 }
 
@@ -276,15 +347,7 @@ fn two_adjacent_lost_objects_are_both_named_and_the_run_replays() {
         recovered(2, 1, Some((1, 1)), Some(1), 1),
         recovered(5, 1, Some((4, 1)), Some(4), 1),
     ]);
-    let damaged = missing_objects(
-        &intact,
-        &BTreeMap::new(),
-        &present,
-        0,
-        DamagePolicy::Quarantine,
-        key,
-    )
-    .unwrap();
+    let damaged = search(&intact, &present, DamagePolicy::Quarantine).unwrap();
     assert_eq!(damaged.keys().copied().collect::<Vec<_>>(), vec![3, 4]);
     let (_, selection, _) = assemble(&intact, &damaged, 0, key).unwrap();
     assert_eq!(selection.chain, vec![1, 2, 3, 4, 5]);

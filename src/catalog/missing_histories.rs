@@ -12,21 +12,12 @@ use std::collections::{BTreeMap, BTreeSet};
 use crate::catalog::chain::Selection;
 use crate::config::DamagePolicy;
 use crate::error::Error;
-use crate::format::{Header, Link};
-use crate::wal::open::damage::Damage;
-use crate::wal::open::missing::missing_objects;
-use crate::wal::open::quarantine::{assemble, Damaged};
+use crate::wal::open::quarantine::Damaged;
 use crate::wal::open::tail::RecoveredObject;
 
-use super::chain_histories::{key, recovered};
-
-/// Writer A's 1 and 2.
-fn a() -> Vec<RecoveredObject> {
-    vec![
-        recovered(1, 1, Some((0, 1)), None, 1),
-        recovered(2, 1, Some((1, 1)), Some(1), 1),
-    ]
-}
+use super::chain_histories::{
+    absent, headerless, key, quarantined, recover_damage, recovered, search, writer_a as a,
+};
 
 /// An older epoch's failed opener's start object (a filler), linked to 2.
 fn filler_at(sequence: u64, epoch: u64) -> RecoveredObject {
@@ -38,56 +29,14 @@ fn marker(sequence: u64, epoch: u64, after: u64) -> RecoveredObject {
     recovered(sequence, epoch, Some((after, 0)), None, 1)
 }
 
-/// A damaged object whose header is unknown (a junk or truncated file).
-fn headerless(sequence: u64) -> Damaged {
-    Damaged {
-        key: key(sequence),
-        size: 64,
-        error: Error::recovery("its tail does not decode"),
-        quarantined: false,
-        header: None,
-        segments: None,
-        records: None,
-        absent: false,
-    }
-}
-
-/// What recovery does after reading tails (recovery.rs, `known`, then
-/// `missing_objects`, then `assemble`): the absent (missing) sequences
-/// named, and the selection.
+/// A recovery: the absent (missing) sequences named, and the selection.
 fn recover(
     objects: Vec<RecoveredObject>,
     damaged: Vec<(u64, Damaged)>,
     policy: DamagePolicy,
 ) -> Result<(Vec<u64>, Selection), Error> {
     let (selection, damage) = recover_damage(objects, damaged, policy)?;
-    let absent = damage
-        .damaged
-        .iter()
-        .filter(|d| d.absent)
-        .map(|d| d.sequence)
-        .collect();
-    Ok((absent, selection))
-}
-
-/// The selection and what recovery leaves out of replay.
-fn recover_damage(
-    objects: Vec<RecoveredObject>,
-    damaged: Vec<(u64, Damaged)>,
-    policy: DamagePolicy,
-) -> Result<(Selection, Damage), Error> {
-    let intact: BTreeMap<u64, RecoveredObject> = objects
-        .into_iter()
-        .map(|o| (o.tail.header().sequence, o))
-        .collect();
-    let mut damaged: BTreeMap<u64, Damaged> = damaged.into_iter().collect();
-    let known: BTreeSet<u64> = intact.keys().chain(damaged.keys()).copied().collect();
-    let missing = missing_objects(&intact, &damaged, &known, 0, policy, key)?;
-    for (sequence, d) in missing {
-        damaged.entry(sequence).or_insert(d);
-    }
-    let (_, selection, damage) = assemble(&intact, &damaged, 0, key)?;
-    Ok((selection, damage))
+    Ok((absent(&damage), selection))
 }
 
 /// Each missing object named, with the last sequence its holes cover.
@@ -310,17 +259,8 @@ fn a_quarantined_object_does_not_hide_a_lost_object_below_it_from_a_default_open
     let mut objects = a();
     objects.push(recovered(5, 1, Some((4, 1)), Some(4), 1));
     let moved = Damaged {
-        quarantined: true,
-        header: Some(Header {
-            sequence: 4,
-            epoch: 1,
-            link: Some(Link {
-                sequence: 3,
-                epoch: 1,
-            }),
-            reclaim_boundary: 1,
-        }),
-        ..headerless(4)
+        records: None,
+        ..quarantined(4, 1, (3, 1), None)
     };
     match recover(objects, vec![(4, moved)], DamagePolicy::Fail) {
         Err(e) => assert!(e.to_string().contains(&key(3)), "{e}"),
@@ -461,15 +401,7 @@ fn a_lost_object_with_nothing_listed_below_it_is_named_once_not_walked_down() {
     let objects = vec![recovered(m, 5, Some((m - 1, 5)), Some(m - 1), 1)];
     let intact: BTreeMap<u64, RecoveredObject> = objects.iter().map(|o| (m, o.clone())).collect();
     let known: BTreeSet<u64> = intact.keys().copied().collect();
-    let named = missing_objects(
-        &intact,
-        &BTreeMap::new(),
-        &known,
-        0,
-        DamagePolicy::Quarantine,
-        key,
-    )
-    .unwrap();
+    let named = search(&intact, &known, DamagePolicy::Quarantine).unwrap();
     assert_eq!(named.keys().copied().collect::<Vec<_>>(), vec![m - 1]);
     // No chain is complete (nothing says the keys below were collected).
     let err = recover(objects.clone(), Vec::new(), DamagePolicy::Quarantine).unwrap_err();

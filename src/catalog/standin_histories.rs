@@ -4,33 +4,16 @@
 //! recovery (issue 32). Each test names a history and asserts what the
 //! RFCs say must happen.
 
-use std::collections::{BTreeMap, BTreeSet};
-
-use crate::config::DamagePolicy;
-use crate::wal::open::missing::missing_objects;
-use crate::wal::open::quarantine::assemble;
-
-use super::chain_histories::{key, recovered};
-
 use crate::catalog::chain::Selection;
-use crate::error::Error;
-use crate::format::{self, Header, Link, MarkRecord};
+use crate::config::DamagePolicy;
+use crate::format;
 use crate::wal::open::damage::Damage;
 use crate::wal::open::quarantine::Damaged;
 use crate::wal::open::tail::RecoveredObject;
 
-// ---------------------------------------------------------------------
-// Drivers (the pattern of recovery.rs: `known`, `missing_objects`, then
-// `assemble`).
-// ---------------------------------------------------------------------
-
-/// Writer A (epoch 1): 1, and 2 sealed through 1.
-fn a() -> Vec<RecoveredObject> {
-    vec![
-        recovered(1, 1, Some((0, 1)), None, 1),
-        recovered(2, 1, Some((1, 1)), Some(1), 1),
-    ]
-}
+use super::chain_histories::{
+    absent, headerless, key, quarantined, recover_damage, recovered, writer_a as a,
+};
 
 /// A settle marker of a walk of `epoch` at `sequence` (rules::settle_marker:
 /// link to the key below with epoch 0, epoch capped at its key, boundary 0).
@@ -44,40 +27,6 @@ fn marker(sequence: u64, epoch: u64) -> RecoveredObject {
     )
 }
 
-/// A damaged object whose header is unknown (a junk or truncated file).
-fn headerless(sequence: u64) -> Damaged {
-    Damaged {
-        key: key(sequence),
-        size: 64,
-        error: Error::recovery("its tail does not decode"),
-        quarantined: false,
-        header: None,
-        segments: None,
-        records: None,
-        absent: false,
-    }
-}
-
-/// The selection and what recovery leaves out of replay.
-fn recover_damage(
-    objects: Vec<RecoveredObject>,
-    damaged: Vec<(u64, Damaged)>,
-    policy: DamagePolicy,
-) -> Result<(Selection, Damage), Error> {
-    let intact: BTreeMap<u64, RecoveredObject> = objects
-        .into_iter()
-        .map(|o| (o.tail.header().sequence, o))
-        .collect();
-    let mut damaged: BTreeMap<u64, Damaged> = damaged.into_iter().collect();
-    let known: BTreeSet<u64> = intact.keys().chain(damaged.keys()).copied().collect();
-    let missing = missing_objects(&intact, &damaged, &known, 0, policy, key)?;
-    for (sequence, d) in missing {
-        damaged.entry(sequence).or_insert(d);
-    }
-    let (_, selection, damage) = assemble(&intact, &damaged, 0, key)?;
-    Ok((selection, damage))
-}
-
 /// A quarantine open: (absent sequences named, selection, damage).
 fn quarantine(
     objects: Vec<RecoveredObject>,
@@ -85,18 +34,12 @@ fn quarantine(
 ) -> (Vec<u64>, Selection, Damage) {
     let (selection, damage) = recover_damage(objects, damaged, DamagePolicy::Quarantine)
         .expect("a quarantine open succeeds");
-    let absent = damage
-        .damaged
-        .iter()
-        .filter(|d| d.absent)
-        .map(|d| d.sequence)
-        .collect();
-    (absent, selection, damage)
+    (absent(&damage), selection, damage)
 }
 
 /// The sequences whose entries are holes (damaged or absent, counted
 /// missing from replay).
-fn holes(damage: &Damage) -> Vec<u64> {
+pub(super) fn holes(damage: &Damage) -> Vec<u64> {
     damage
         .damaged
         .iter()
@@ -106,7 +49,10 @@ fn holes(damage: &Damage) -> Vec<u64> {
 }
 
 /// A default open: the error's text (the test fails when it opens).
-fn default_open_error(objects: Vec<RecoveredObject>, damaged: Vec<(u64, Damaged)>) -> String {
+pub(super) fn default_open_error(
+    objects: Vec<RecoveredObject>,
+    damaged: Vec<(u64, Damaged)>,
+) -> String {
     match recover_damage(objects, damaged, DamagePolicy::Fail) {
         Err(e) => e.to_string(),
         Ok((selection, damage)) => panic!(
@@ -124,7 +70,7 @@ fn default_open_error(objects: Vec<RecoveredObject>, damaged: Vec<(u64, Damaged)
 
 /// Runs `f` on a thread and fails the test when it takes longer than
 /// `secs` (a loop per key of a huge jump never finishes).
-fn within<T: Send + 'static>(secs: u64, f: impl FnOnce() -> T + Send + 'static) -> T {
+pub(super) fn within<T: Send + 'static>(secs: u64, f: impl FnOnce() -> T + Send + 'static) -> T {
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         let _ = tx.send(f());
@@ -357,29 +303,7 @@ fn a_lost_start_object_whose_openers_tip_was_lost_too_names_the_tip() {
 /// default open (which proceeds over a quarantined copy) must fail naming 3.
 #[test]
 fn a_quarantined_objects_own_records_show_a_lost_object_below_it() {
-    let header = Header {
-        sequence: 4,
-        epoch: 1,
-        link: Some(Link {
-            sequence: 3,
-            epoch: 1,
-        }),
-        reclaim_boundary: 1,
-    };
-    let jump = MarkRecord {
-        region: format::JUMP,
-        watermark: format::entry_id(3, format::MAX_POSITION),
-    };
-    let damaged = || Damaged {
-        key: key(4),
-        size: 400,
-        error: Error::recovery("moved aside by objwal repair"),
-        quarantined: true,
-        header: Some(header),
-        segments: Some(Vec::new()),
-        records: Some((vec![jump], Vec::new())),
-        absent: false,
-    };
+    let damaged = || quarantined(4, 1, (3, 1), Some(3));
     let err = default_open_error(a(), vec![(4, damaged())]);
     assert!(err.contains(&key(3)), "{err}");
     let (absent, _, _) = quarantine(a(), vec![(4, damaged())]);
@@ -421,7 +345,7 @@ fn a_lost_object_over_a_filler_never_puts_the_filler_on_the_chain() {
 }
 
 /// Whether some hole of region 1 covers the entries of `sequence`.
-fn covered(damage: &Damage, sequence: u64) -> bool {
+pub(super) fn covered(damage: &Damage, sequence: u64) -> bool {
     let id = format::entry_id(sequence, 1);
     damage
         .holes(1)
@@ -527,29 +451,7 @@ fn a_lost_start_object_over_a_collected_tip_names_one_object_not_every_key_below
 /// anything, fails every default open.
 #[test]
 fn a_quarantined_objects_jump_is_where_its_run_goes_on() {
-    let header = Header {
-        sequence: 11,
-        epoch: 3,
-        link: Some(Link {
-            sequence: 10,
-            epoch: 3,
-        }),
-        reclaim_boundary: 1,
-    };
-    let jump = MarkRecord {
-        region: format::JUMP,
-        watermark: format::entry_id(1000, format::MAX_POSITION),
-    };
-    let damaged = || Damaged {
-        key: key(11),
-        size: 400,
-        error: Error::recovery("moved aside by objwal repair"),
-        quarantined: true,
-        header: Some(header),
-        segments: Some(Vec::new()),
-        records: Some((vec![jump], Vec::new())),
-        absent: false,
-    };
+    let damaged = || quarantined(11, 3, (10, 3), Some(1000));
     let mut objects = a();
     objects.extend([
         marker(3, 3),

@@ -227,6 +227,17 @@ async fn a_durable_append_and_the_stop_after_it_end() {
     assert!(took <= 10.1, "{took}");
 }
 
+/// `e` is the retryable `Failing`, answered within `max_unpersisted_age`
+/// of the store's failing (and a few timeouts `T`).
+fn failed_after_the_age(e: Error, took: f64, config: &Config) {
+    assert!(
+        matches!(e, Error::Failing { .. }) && e.is_retryable(),
+        "{e}"
+    );
+    let bound = 3.0 + config.max_unpersisted_age.as_secs_f64() / T.as_secs_f64();
+    assert!(took <= bound, "{took}");
+}
+
 /// Enqueued: the append is admitted at once; its barrier answers the
 /// retryable `Failing` once the store has failed for `max_unpersisted_age`.
 #[tokio::test(start_paused = true)]
@@ -242,13 +253,7 @@ async fn an_enqueued_append_and_its_barrier_end() {
     let ids = result.unwrap();
     assert!(took < 0.01, "{took}");
     let (result, took) = timed("wait_durable", wal.wait_durable(1, ids[0])).await;
-    let e = result.unwrap_err();
-    assert!(
-        matches!(e, Error::Failing { .. }) && e.is_retryable(),
-        "{e}"
-    );
-    let bound = 3.0 + config.max_unpersisted_age.as_secs_f64() / T.as_secs_f64();
-    assert!(took <= bound, "{took}");
+    failed_after_the_age(result.unwrap_err(), took, &config);
     // The admitted entry was never made durable: the stop reports it.
     let (result, took) = timed("stop after it", wal.stop()).await;
     assert!(
@@ -281,13 +286,7 @@ async fn an_append_held_back_by_a_full_backlog_ends_when_the_store_fails() {
         assert!(took < 0.01, "{took}");
     }
     let (result, took) = timed("a held-back append", wal.append(vec![(1, big)])).await;
-    let e = result.unwrap_err();
-    assert!(
-        matches!(e, Error::Failing { .. }) && e.is_retryable(),
-        "{e}"
-    );
-    let bound = 3.0 + config.max_unpersisted_age.as_secs_f64() / T.as_secs_f64();
-    assert!(took <= bound, "{took}");
+    failed_after_the_age(result.unwrap_err(), took, &config);
 }
 
 #[tokio::test(start_paused = true)]

@@ -336,7 +336,7 @@ fn acknowledged(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::catalog::chain_histories::{key, listing, recovered};
+    use crate::catalog::chain_histories::{key, listing, recovered, search};
     use crate::format::{Header, Object, TailDecode};
 
     fn object(
@@ -361,25 +361,9 @@ mod tests {
             object(4, 1, (3, 1), Some(3)),
             object(5, 1, (4, 1), Some(4)),
         ]);
-        let err = missing_objects(
-            &intact,
-            &BTreeMap::new(),
-            &present,
-            0,
-            DamagePolicy::Fail,
-            key,
-        )
-        .unwrap_err();
+        let err = search(&intact, &present, DamagePolicy::Fail).unwrap_err();
         assert!(err.to_string().contains(&key(3)), "{err}");
-        let found = missing_objects(
-            &intact,
-            &BTreeMap::new(),
-            &present,
-            0,
-            DamagePolicy::Quarantine,
-            key,
-        )
-        .unwrap();
+        let found = search(&intact, &present, DamagePolicy::Quarantine).unwrap();
         let d = found.get(&3).expect("3 is missing");
         assert_eq!(
             (d.header, &d.records),
@@ -400,25 +384,9 @@ mod tests {
             object(6, 1, (2, 1), None),
             object(7, 2, (6, 2), Some(5)),
         ]);
-        let err = missing_objects(
-            &intact,
-            &BTreeMap::new(),
-            &present,
-            0,
-            DamagePolicy::Fail,
-            key,
-        )
-        .unwrap_err();
+        let err = search(&intact, &present, DamagePolicy::Fail).unwrap_err();
         assert!(err.to_string().contains(&key(5)), "{err}");
-        let found = missing_objects(
-            &intact,
-            &BTreeMap::new(),
-            &present,
-            0,
-            DamagePolicy::Quarantine,
-            key,
-        )
-        .unwrap();
+        let found = search(&intact, &present, DamagePolicy::Quarantine).unwrap();
         assert_eq!(found.keys().copied().collect::<Vec<_>>(), vec![5]);
     }
 
@@ -431,15 +399,7 @@ mod tests {
             object(2, 1, (1, 1), Some(1)),
             object(4, 1, (3, 1), Some(2)),
         ]);
-        let found = missing_objects(
-            &intact,
-            &BTreeMap::new(),
-            &present,
-            0,
-            DamagePolicy::Fail,
-            key,
-        )
-        .unwrap();
+        let found = search(&intact, &present, DamagePolicy::Fail).unwrap();
         assert!(found.is_empty());
     }
 
@@ -452,15 +412,7 @@ mod tests {
             object(4, 1, (3, 1), None),
             object(70, 2, (4, 1), None),
         ]);
-        let found = missing_objects(
-            &intact,
-            &BTreeMap::new(),
-            &present,
-            0,
-            DamagePolicy::Quarantine,
-            key,
-        )
-        .unwrap();
+        let found = search(&intact, &present, DamagePolicy::Quarantine).unwrap();
         assert!(found.contains_key(&3));
         // The writer's own object a window past it.
         let (intact, present) = run(&[
@@ -469,15 +421,7 @@ mod tests {
             object(4, 1, (3, 1), None),
             object(67, 1, (4, 1), None),
         ]);
-        let found = missing_objects(
-            &intact,
-            &BTreeMap::new(),
-            &present,
-            0,
-            DamagePolicy::Quarantine,
-            key,
-        )
-        .unwrap();
+        let found = search(&intact, &present, DamagePolicy::Quarantine).unwrap();
         assert!(found.contains_key(&3));
     }
 
