@@ -73,7 +73,10 @@ fn crash_child() {
                 .await
                 .unwrap();
             assert_eq!(created, Created::New, "{key}");
-            writeln!(log, "{key}").unwrap();
+            // One write of the whole line: `writeln!` writes the key and
+            // the newline apart, and a kill between them once joined this
+            // round's key to the next round's on one line.
+            log.write_all(format!("{key}\n").as_bytes()).unwrap();
             if i == 0 {
                 println!("{READY}");
                 std::io::stdout().flush().unwrap();
