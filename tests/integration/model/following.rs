@@ -11,10 +11,12 @@
 //! A held follower (`Op::Follow` with `held`): a reader hold placed at 0
 //! before its reader opens and kept by the follower (rfcs/0011). The
 //! writer's collection must delete nothing it has not taken in: with no
-//! fault, corruption or damage in the case, it meets no hole at all,
-//! though it falls behind collection between catch-ups (an unheld one
-//! does: `holes a held follower was spared` counts where an unheld
-//! follower met them).
+//! corruption or damage in the case, it meets no hole at all, though it
+//! falls behind collection between catch-ups (an unheld one does: `holes a
+//! held follower was spared` counts where an unheld follower met them).
+//! Corruption it met itself counts across the writer's restarts: reads
+//! corrupted in transit on both of its looks leave a hole it keeps
+//! (seed 4202446146762173463 blamed collection for one after a reopen).
 //!
 //! Over a jump (`Op::FollowJump`): the writer's object carries a jump
 //! record, the next one lies above it; a follower at that object polls
@@ -45,9 +47,22 @@ pub struct Following {
     /// Its reader's open left damaged objects out (reads failed alike
     /// while a fault was armed): under `on_corrupted_segment = "fail"` the
     /// follower fails where it reaches their holes, later, fault or not.
-    pub(super) damaged_at_open: bool,
+    damaged_at_open: bool,
+    /// It lived through a step whose reads were corrupted in transit
+    /// twice over: what it skipped there stays a hole of its own after
+    /// the writer restarts (which clears the model's `corruption`).
+    pub(super) met_corruption: bool,
     /// It keeps a hold placed before its reader opened.
     held: bool,
+}
+
+impl Following {
+    /// It may have met damage of its own (at its reader's open, or reads
+    /// corrupted in transit): holes and, under `on_corrupted_segment =
+    /// "fail"`, a failure where it reaches them are expected.
+    pub(super) fn met_damage(&self) -> bool {
+        self.damaged_at_open || self.met_corruption
+    }
 }
 
 /// The hold's ttl: longer than any case, so only a bug lets it lapse.
@@ -144,6 +159,7 @@ impl Driver {
             seen: BTreeMap::new(),
             ended: BTreeSet::new(),
             damaged_at_open: !reader.damaged().is_empty(),
+            met_corruption: false,
             held,
         });
         Ok(())
@@ -338,9 +354,9 @@ impl Driver {
             }
         }
         if let Some(e) = failure {
-            let damaged_at_open = self.following.as_ref().is_some_and(|f| f.damaged_at_open);
+            let met_damage = self.following.as_ref().is_some_and(Following::met_damage);
             self.following = None;
-            return if faulty || self.model.corruption || damaged_at_open {
+            return if faulty || self.model.corruption || met_damage {
                 Ok(())
             } else {
                 Err(format!("the follower failed with no fault armed: {e}"))
@@ -433,7 +449,7 @@ impl Driver {
                 continue;
             }
             let holes = following.follower.holes(*region);
-            if !holes.is_empty() && !self.model.corruption && !following.damaged_at_open {
+            if !holes.is_empty() && !self.model.corruption && !following.met_damage() {
                 if following.held {
                     return Err(format!(
                         "a held follower of region {region} (from {from}) met holes {holes:?}: \

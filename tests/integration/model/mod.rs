@@ -357,3 +357,58 @@ fn a_lost_start_object_above_a_dead_object_keeps_the_run_its_opener_chose() {
         Err(CaseFailure::Spun) => panic!("spun"),
     }
 }
+
+/// Seed 4202446146762173463: a held follower's catch-up read an object
+/// corrupted in transit on both of its looks and skipped its segment (a
+/// hole, as `on_corrupted_segment = "skip"` says); after a reopen, which
+/// clears the model's corruption, a catch-up with no fault blamed the
+/// writer's collection for that hole. The oracle now remembers the
+/// corruption the follower itself met.
+#[test]
+fn a_held_followers_hole_from_corrupted_reads_is_not_blamed_on_collection_after_a_reopen() {
+    use steps::{Fault, From, Target};
+    let settings = Settings {
+        flush_ms: 1,
+        max_batch_bytes: 8388608,
+        inflight: 4,
+        early_seals: 0,
+        hedge: None,
+        request_timeout_ms: None,
+        quarantine: false,
+        fail_on_corruption: false,
+        stop_attempts: 5,
+        tight_backlog: false,
+        slow: None,
+    };
+    let steps = vec![
+        Step::Op(Op::FollowInFlight { region: 1, n: 2 }),
+        Step::Faulty {
+            fault: Fault::FailCreate {
+                target: Target::Objects,
+                n: 1,
+                permanent: false,
+            },
+            ops: vec![Op::Follow {
+                from: vec![(1, From::Start)],
+                held: true,
+            }],
+        },
+        Step::Op(Op::Append {
+            handle: 0,
+            entries: vec![(0, 6)],
+        }),
+        Step::Faulty {
+            fault: Fault::CorruptRead { n: 2 },
+            ops: vec![Op::CatchUp],
+        },
+        Step::Op(Op::Reopen),
+        Step::Op(Op::CatchUp),
+    ];
+    for mode in [AckMode::Durable, AckMode::Enqueued] {
+        match run_case(mode, &settings, &steps) {
+            Ok(_) => {}
+            Err(CaseFailure::Violation(e)) => panic!("{mode:?}: {e}"),
+            Err(CaseFailure::Spun) => panic!("spun"),
+        }
+    }
+}

@@ -28,6 +28,7 @@ use objwal::storage::fault::FaultyStorage;
 use objwal::{Created, Error, ObjectMeta, ObjectStorage, Storage, StorageError};
 
 use super::driver::Driver;
+use super::following::Following;
 use super::steps::From;
 
 /// The most listings an idle follower makes in a minute of quiet
@@ -106,9 +107,9 @@ impl Driver {
             failure = self.drive_follower(idle).await;
         }
         if let Some(e) = failure {
-            let damaged_at_open = self.following.as_ref().is_some_and(|f| f.damaged_at_open);
+            let met_damage = self.following.as_ref().is_some_and(Following::met_damage);
             self.following = None;
-            return if self.model.corruption || damaged_at_open {
+            return if self.model.corruption || met_damage {
                 Ok(())
             } else {
                 Err(format!("an idle follower failed with no fault armed: {e}"))
