@@ -267,27 +267,34 @@ impl Wal {
         let retry = retry::RetryPolicy::new(&config, 0);
         // Claim the epoch before listing anything (rfcs/0006, "Open").
         let mut epoch = fence::claim_epoch(&storage, &prefix, 0, &retry).await?;
-        let mut recovered = loop {
-            let recovered = recovery::recover_with(&storage, &prefix, &config).await?;
-            if recovered.selection.max_epoch < epoch {
-                break recovered;
+        // Recover and walk; again when the walk stopped at a key the
+        // older writer had already passed and collected.
+        let mut attempts = 0;
+        let (recovered, mut catalog, first) = loop {
+            let mut recovered = loop {
+                let recovered = recovery::recover_with(&storage, &prefix, &config).await?;
+                if recovered.selection.max_epoch < epoch {
+                    break recovered;
+                }
+                // An object of our epoch or above: a newer process (it
+                // claimed after us), or objects written without fences (by
+                // a release before fences, or a foreign writer): claim
+                // above them.
+                fence::check_not_fenced(&storage, &prefix, epoch).await?;
+                epoch =
+                    fence::claim_epoch(&storage, &prefix, recovered.selection.max_epoch, &retry)
+                        .await?;
+            };
+            let listed = recovered.selection.max_sequence;
+            let mut catalog = std::mem::take(&mut recovered.catalog);
+            // Walk the tip's run to the first key an older writer can
+            // never hold, then start above everything it can still create
+            // (K4). An empty listing needs neither: no older writer
+            // completed its open (its start object would be listed), so
+            // none writes data.
+            if recovered.present.is_empty() {
+                break (recovered, catalog, epoch);
             }
-            // An object of our epoch or above: a newer process (it claimed
-            // after us), or objects written without fences (by a release
-            // before fences, or a foreign writer): claim above them.
-            fence::check_not_fenced(&storage, &prefix, epoch).await?;
-            epoch = fence::claim_epoch(&storage, &prefix, recovered.selection.max_epoch, &retry)
-                .await?;
-        };
-        let listed = recovered.selection.max_sequence;
-        let mut catalog = std::mem::take(&mut recovered.catalog);
-        // Walk the tip's run to the first key an older writer can never
-        // hold, then start above everything it can still create (K4). An
-        // empty listing needs neither: no older writer completed its open
-        // (its start object would be listed), so none writes data.
-        let first = if recovered.present.is_empty() {
-            epoch
-        } else {
             let walked = recovery::walk(
                 &storage,
                 &prefix,
@@ -297,9 +304,30 @@ impl Wal {
                 &config,
             )
             .await?;
-            // Above this walk's own markers too (a round may land some
-            // past the key that blocks).
-            rules::start_sequence(walked.blocked, listed, epoch).max(walked.settled_max + 1)
+            attempts += 1;
+            let went_past = recovery::run_went_past(
+                &storage,
+                &prefix,
+                epoch,
+                walked.blocked,
+                config.recovery_concurrency,
+            )
+            .await?;
+            if !went_past {
+                // Above this walk's own markers too (a round may land some
+                // past the key that blocks).
+                let first = rules::start_sequence(walked.blocked, listed, epoch)
+                    .max(walked.settled_max + 1);
+                break (recovered, catalog, first);
+            }
+            if attempts >= recovery::LISTINGS {
+                return Err(Error::Storage {
+                    source: crate::storage::StorageError::transient(format!(
+                        "an older writer under {prefix} kept collecting past the keys {attempts} \
+                         walks stopped at; repeat the open once it is quiet"
+                    )),
+                });
+            }
         };
         // Every release the chain records is made permanent before the
         // start object's boundary may free its object (rfcs/0005, M3).

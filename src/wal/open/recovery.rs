@@ -154,7 +154,7 @@ async fn recover_listing(
 
 /// Listings recovery makes before it gives up on a prefix whose objects
 /// keep vanishing under it.
-const LISTINGS: usize = 5;
+pub(crate) const LISTINGS: usize = 5;
 
 /// What one listing gave.
 enum Pass {
@@ -484,6 +484,61 @@ pub(crate) async fn walk(
     // process's, or a concurrent opener's it met): never collected.
     recovered.markers.insert(walked.blocked);
     Ok(walked)
+}
+
+/// Whether the run the walk followed went on past the key that blocked it
+/// (rfcs/0006, Lemma 2, "A key the older writer collected"): an older
+/// writer deletes its objects below the boundary its newest indexed object
+/// carries, so a key of its run it already passed and collected is empty
+/// again, and a settle marker landing there blocks nothing. It passed
+/// `blocked` only if an object of an older epoch above `blocked` carries a
+/// boundary above it, and that object landed before the key was deleted,
+/// so before the marker: a listing after the walk shows it (the writer
+/// never deletes its newest indexed object). One listing, and one look at
+/// each key above `blocked`.
+pub(crate) async fn run_went_past(
+    storage: &Storage,
+    prefix: &Prefix,
+    epoch: u64,
+    blocked: u64,
+    concurrency: usize,
+) -> Result<bool, Error> {
+    let window = TailWindow::default();
+    let window = &window;
+    let above: Vec<(u64, String)> = storage
+        .list(&prefix.objects_prefix())
+        .await?
+        .into_iter()
+        .filter_map(|meta| {
+            let sequence = prefix.parse_object_key(&meta.key)?;
+            (sequence > blocked).then_some((sequence, meta.key))
+        })
+        .collect();
+    let passing: Vec<Option<(String, u64)>> = futures::stream::iter(above)
+        .map(|(sequence, key)| async move {
+            let Looked::Intact(object) =
+                look(storage, &key, sequence, window.len(), window).await?
+            else {
+                return Ok::<_, Error>(None);
+            };
+            let header = object.tail.header();
+            Ok((header.epoch < epoch && header.reclaim_boundary > blocked)
+                .then_some((key, header.reclaim_boundary)))
+        })
+        .buffer_unordered(concurrency.max(1))
+        .try_collect()
+        .await?;
+    let Some((key, boundary)) = passing.into_iter().flatten().next() else {
+        return Ok(false);
+    };
+    tracing::info!(
+        %key,
+        blocked,
+        boundary,
+        "the older writer's run went past the key the walk stopped at (it collected that key): \
+         recovering again"
+    );
+    Ok(true)
 }
 
 /// What a walk found at one key.

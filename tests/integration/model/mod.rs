@@ -412,3 +412,40 @@ fn a_held_followers_hole_from_corrupted_reads_is_not_blamed_on_collection_after_
         }
     }
 }
+
+/// Seed 7802945342052479228: the older writer's create of its release
+/// object at 2 timed out, and the newer opener's settle marker at 2 failed
+/// twice (the faults); meanwhile the older writer landed 2, then 3 with a
+/// boundary of 3, and collected 2. The marker landed on the freed key, the
+/// walk stopped there, and the older writer went on to acknowledge 4, on
+/// no chain of the newer process's.
+#[test]
+fn a_settle_marker_on_a_key_the_older_writer_collected_still_fences_it() {
+    use steps::Fault;
+    let settings = Settings {
+        flush_ms: 1,
+        max_batch_bytes: 8388608,
+        inflight: 4,
+        early_seals: 0,
+        hedge: None,
+        request_timeout_ms: None,
+        quarantine: false,
+        fail_on_corruption: false,
+        stop_attempts: 5,
+        tight_backlog: false,
+        slow: None,
+    };
+    let steps = vec![Step::Faulty {
+        fault: Fault::LateLanding { ms: 50, voids: 2 },
+        ops: vec![
+            Op::Release { region: 0 },
+            Op::Release { region: 0 },
+            Op::SecondOpener,
+        ],
+    }];
+    match run_case(AckMode::Enqueued, &settings, &steps) {
+        Ok(_) => {}
+        Err(CaseFailure::Violation(e)) => panic!("{e}"),
+        Err(CaseFailure::Spun) => panic!("spun"),
+    }
+}
