@@ -449,3 +449,59 @@ fn a_settle_marker_on_a_key_the_older_writer_collected_still_fences_it() {
         Err(CaseFailure::Spun) => panic!("spun"),
     }
 }
+
+/// Seed 6580169118244873080: a follower whose place and next key the
+/// writer collected (a jump, two reopens) lists to find where the log went
+/// on; that listing failed, and the follower counted it as made, polled
+/// the emptied key ever after and never yielded the next entry.
+#[test]
+fn a_follower_whose_listing_past_collected_keys_failed_lists_again() {
+    use steps::{Fault, From, Target};
+    let settings = Settings {
+        flush_ms: 1,
+        max_batch_bytes: 8388608,
+        inflight: 4,
+        early_seals: 0,
+        hedge: None,
+        request_timeout_ms: None,
+        quarantine: false,
+        fail_on_corruption: false,
+        stop_attempts: 5,
+        tight_backlog: false,
+        slow: None,
+    };
+    let append = || Op::Append {
+        handle: 0,
+        entries: vec![(1, 6)],
+    };
+    let steps = vec![
+        Step::Op(Op::FollowOutside {
+            from: vec![(1, From::Start)],
+        }),
+        Step::Op(append()),
+        Step::Op(Op::Stop),
+        Step::Faulty {
+            fault: Fault::FailCreate {
+                target: Target::Objects,
+                n: 1,
+                permanent: false,
+            },
+            ops: vec![Op::Reopen, Op::Reopen],
+        },
+        Step::Op(Op::ObsoleteAhead {
+            region: 1,
+            ahead: 1,
+        }),
+        Step::Op(append()),
+        Step::Faulty {
+            fault: Fault::FailList { n: 2 },
+            ops: vec![Op::CatchUp],
+        },
+        Step::Op(Op::CatchUp),
+    ];
+    match run_case(AckMode::Durable, &settings, &steps) {
+        Ok(_) => {}
+        Err(CaseFailure::Violation(e)) => panic!("{e}"),
+        Err(CaseFailure::Spun) => panic!("spun"),
+    }
+}
