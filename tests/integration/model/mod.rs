@@ -505,3 +505,54 @@ fn a_follower_whose_listing_past_collected_keys_failed_lists_again() {
         Err(CaseFailure::Spun) => panic!("spun"),
     }
 }
+
+/// Seed 3472869389360383893: a follower found the newer process's settle
+/// marker at its next key (a reopen) and listed during an outage; the
+/// failed listing counted as made, the next one was due only after the
+/// grown gap, and the follower never yielded what the writer appended
+/// after the outage.
+#[test]
+fn a_follower_blocked_at_a_settle_marker_lists_again_after_a_failed_listing() {
+    use steps::{Fault, Target};
+    let settings = Settings {
+        flush_ms: 1,
+        max_batch_bytes: 8388608,
+        inflight: 4,
+        early_seals: 0,
+        hedge: None,
+        request_timeout_ms: None,
+        quarantine: false,
+        fail_on_corruption: false,
+        stop_attempts: 5,
+        tight_backlog: false,
+        slow: None,
+    };
+    let a = |region| Op::Append {
+        handle: 0,
+        entries: vec![(region, 6)],
+    };
+    let steps = vec![
+        Step::Op(Op::FollowJump { region: 3, skip: 1 }),
+        Step::Together(vec![a(0), a(3)]),
+        Step::Op(Op::Reopen),
+        Step::Faulty {
+            fault: Fault::FailCreate {
+                target: Target::Objects,
+                n: 1,
+                permanent: false,
+            },
+            ops: vec![Op::CatchUp],
+        },
+        Step::Together(vec![a(3), a(0)]),
+        Step::Faulty {
+            fault: Fault::Outage { ms: 2000 },
+            ops: vec![Op::CatchUp, Op::CatchUp],
+        },
+        Step::Op(Op::CatchUp),
+    ];
+    match run_case(AckMode::Durable, &settings, &steps) {
+        Ok(_) => {}
+        Err(CaseFailure::Violation(e)) => panic!("{e}"),
+        Err(CaseFailure::Spun) => panic!("spun"),
+    }
+}

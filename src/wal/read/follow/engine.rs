@@ -620,7 +620,12 @@ impl Engine {
                 }
                 self.idle().await;
             }
-            Err(error) => self.failed(error).await,
+            Err(error) => {
+                if let Some(blocked) = &mut self.blocked {
+                    blocked.listings.failed(now);
+                }
+                self.failed(error).await;
+            }
         }
     }
 
