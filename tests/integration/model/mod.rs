@@ -288,15 +288,10 @@ fn model_based_enqueued() {
     run(AckMode::Enqueued);
 }
 
-/// Model seed 1778448037786178824, shrunk: a dead start object of an older
-/// epoch at the writer's next key, a reopen, and the new start object
-/// deleted by hand. A reader under quarantine linked the lost start
-/// object to the dead object below it, not to the tip its opener chose,
-/// and dropped the older writer's acknowledged entries unnamed.
-#[test]
-fn a_lost_start_object_above_a_dead_object_keeps_the_run_its_opener_chose() {
-    use steps::{Fault, Letting, Target};
-    let settings = Settings {
+/// The settings the regression cases below were found with: one
+/// millisecond flushes, no hedges, no timeouts, the default policies.
+fn plain_settings() -> Settings {
+    Settings {
         flush_ms: 1,
         max_batch_bytes: 8388608,
         inflight: 4,
@@ -308,7 +303,27 @@ fn a_lost_start_object_above_a_dead_object_keeps_the_run_its_opener_chose() {
         stop_attempts: 5,
         tight_backlog: false,
         slow: None,
-    };
+    }
+}
+
+/// Runs a regression case, failing the test on any violation.
+fn must_pass(mode: AckMode, settings: &Settings, steps: &[Step]) {
+    match run_case(mode, settings, steps) {
+        Ok(_) => {}
+        Err(CaseFailure::Violation(e)) => panic!("{mode:?}: {e}"),
+        Err(CaseFailure::Spun) => panic!("{mode:?}: spun"),
+    }
+}
+
+/// Model seed 1778448037786178824, shrunk: a dead start object of an older
+/// epoch at the writer's next key, a reopen, and the new start object
+/// deleted by hand. A reader under quarantine linked the lost start
+/// object to the dead object below it, not to the tip its opener chose,
+/// and dropped the older writer's acknowledged entries unnamed.
+#[test]
+fn a_lost_start_object_above_a_dead_object_keeps_the_run_its_opener_chose() {
+    use steps::{Fault, Letting, Target};
+    let settings = plain_settings();
     let a = || Op::Append {
         handle: 0,
         entries: vec![(0, 6)],
@@ -351,11 +366,7 @@ fn a_lost_start_object_above_a_dead_object_keeps_the_run_its_opener_chose() {
             delete: true,
         }),
     ];
-    match run_case(AckMode::Enqueued, &settings, &steps) {
-        Ok(_) => {}
-        Err(CaseFailure::Violation(e)) => panic!("{e}"),
-        Err(CaseFailure::Spun) => panic!("spun"),
-    }
+    must_pass(AckMode::Enqueued, &settings, &steps);
 }
 
 /// Seed 4202446146762173463: a held follower's catch-up read an object
@@ -367,19 +378,7 @@ fn a_lost_start_object_above_a_dead_object_keeps_the_run_its_opener_chose() {
 #[test]
 fn a_held_followers_hole_from_corrupted_reads_is_not_blamed_on_collection_after_a_reopen() {
     use steps::{Fault, From, Target};
-    let settings = Settings {
-        flush_ms: 1,
-        max_batch_bytes: 8388608,
-        inflight: 4,
-        early_seals: 0,
-        hedge: None,
-        request_timeout_ms: None,
-        quarantine: false,
-        fail_on_corruption: false,
-        stop_attempts: 5,
-        tight_backlog: false,
-        slow: None,
-    };
+    let settings = plain_settings();
     let steps = vec![
         Step::Op(Op::FollowInFlight { region: 1, n: 2 }),
         Step::Faulty {
@@ -422,19 +421,7 @@ fn a_held_followers_hole_from_corrupted_reads_is_not_blamed_on_collection_after_
 #[test]
 fn a_settle_marker_on_a_key_the_older_writer_collected_still_fences_it() {
     use steps::Fault;
-    let settings = Settings {
-        flush_ms: 1,
-        max_batch_bytes: 8388608,
-        inflight: 4,
-        early_seals: 0,
-        hedge: None,
-        request_timeout_ms: None,
-        quarantine: false,
-        fail_on_corruption: false,
-        stop_attempts: 5,
-        tight_backlog: false,
-        slow: None,
-    };
+    let settings = plain_settings();
     let steps = vec![Step::Faulty {
         fault: Fault::LateLanding { ms: 50, voids: 2 },
         ops: vec![
@@ -443,11 +430,7 @@ fn a_settle_marker_on_a_key_the_older_writer_collected_still_fences_it() {
             Op::SecondOpener,
         ],
     }];
-    match run_case(AckMode::Enqueued, &settings, &steps) {
-        Ok(_) => {}
-        Err(CaseFailure::Violation(e)) => panic!("{e}"),
-        Err(CaseFailure::Spun) => panic!("spun"),
-    }
+    must_pass(AckMode::Enqueued, &settings, &steps);
 }
 
 /// Seed 6580169118244873080: a follower whose place and next key the
@@ -457,19 +440,7 @@ fn a_settle_marker_on_a_key_the_older_writer_collected_still_fences_it() {
 #[test]
 fn a_follower_whose_listing_past_collected_keys_failed_lists_again() {
     use steps::{Fault, From, Target};
-    let settings = Settings {
-        flush_ms: 1,
-        max_batch_bytes: 8388608,
-        inflight: 4,
-        early_seals: 0,
-        hedge: None,
-        request_timeout_ms: None,
-        quarantine: false,
-        fail_on_corruption: false,
-        stop_attempts: 5,
-        tight_backlog: false,
-        slow: None,
-    };
+    let settings = plain_settings();
     let append = || Op::Append {
         handle: 0,
         entries: vec![(1, 6)],
@@ -499,11 +470,7 @@ fn a_follower_whose_listing_past_collected_keys_failed_lists_again() {
         },
         Step::Op(Op::CatchUp),
     ];
-    match run_case(AckMode::Durable, &settings, &steps) {
-        Ok(_) => {}
-        Err(CaseFailure::Violation(e)) => panic!("{e}"),
-        Err(CaseFailure::Spun) => panic!("spun"),
-    }
+    must_pass(AckMode::Durable, &settings, &steps);
 }
 
 /// Seed 3472869389360383893: a follower found the newer process's settle
@@ -514,19 +481,7 @@ fn a_follower_whose_listing_past_collected_keys_failed_lists_again() {
 #[test]
 fn a_follower_blocked_at_a_settle_marker_lists_again_after_a_failed_listing() {
     use steps::{Fault, Target};
-    let settings = Settings {
-        flush_ms: 1,
-        max_batch_bytes: 8388608,
-        inflight: 4,
-        early_seals: 0,
-        hedge: None,
-        request_timeout_ms: None,
-        quarantine: false,
-        fail_on_corruption: false,
-        stop_attempts: 5,
-        tight_backlog: false,
-        slow: None,
-    };
+    let settings = plain_settings();
     let a = |region| Op::Append {
         handle: 0,
         entries: vec![(region, 6)],
@@ -550,9 +505,5 @@ fn a_follower_blocked_at_a_settle_marker_lists_again_after_a_failed_listing() {
         },
         Step::Op(Op::CatchUp),
     ];
-    match run_case(AckMode::Durable, &settings, &steps) {
-        Ok(_) => {}
-        Err(CaseFailure::Violation(e)) => panic!("{e}"),
-        Err(CaseFailure::Spun) => panic!("spun"),
-    }
+    must_pass(AckMode::Durable, &settings, &steps);
 }
