@@ -271,20 +271,8 @@ impl Wal {
         // older writer had already passed and collected.
         let mut attempts = 0;
         let (recovered, mut catalog, first) = loop {
-            let mut recovered = loop {
-                let recovered = recovery::recover_with(&storage, &prefix, &config).await?;
-                if recovered.selection.max_epoch < epoch {
-                    break recovered;
-                }
-                // An object of our epoch or above: a newer process (it
-                // claimed after us), or objects written without fences (by
-                // a release before fences, or a foreign writer): claim
-                // above them.
-                fence::check_not_fenced(&storage, &prefix, epoch).await?;
-                epoch =
-                    fence::claim_epoch(&storage, &prefix, recovered.selection.max_epoch, &retry)
-                        .await?;
-            };
+            let mut recovered =
+                Self::recover_below(&storage, &prefix, &config, &retry, &mut epoch).await?;
             let listed = recovered.selection.max_sequence;
             let mut catalog = std::mem::take(&mut recovered.catalog);
             // Walk the tip's run to the first key an older writer can
@@ -357,6 +345,30 @@ impl Wal {
             markers: recovered.markers,
             damage: Arc::new(recovered.damage),
         }))
+    }
+
+    /// Recovers with an epoch above every object listed: an object of our
+    /// epoch or above is a newer process's (it claimed after us), or was
+    /// written without fences (by a release before fences, or a foreign
+    /// writer), and the open claims above it. After a walk that stopped at
+    /// a collected key, this process's own settle marker is one such
+    /// object: claiming again is safe and costs one fence.
+    async fn recover_below(
+        storage: &Storage,
+        prefix: &Prefix,
+        config: &Config,
+        retry: &retry::RetryPolicy,
+        epoch: &mut u64,
+    ) -> Result<recovery::Recovered, Error> {
+        loop {
+            let recovered = recovery::recover_with(storage, prefix, config).await?;
+            if recovered.selection.max_epoch < *epoch {
+                return Ok(recovered);
+            }
+            fence::check_not_fenced(storage, prefix, *epoch).await?;
+            *epoch =
+                fence::claim_epoch(storage, prefix, recovered.selection.max_epoch, retry).await?;
+        }
     }
 
     /// Starts the actor on a recovered state.
