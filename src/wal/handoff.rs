@@ -12,8 +12,9 @@
 //! above [`Imported::floor`], which is at or above every id of R the other
 //! log had indexed or released when the reader opened, `from - 1` (the
 //! other engine's flushed id, whose objects its collection may have
-//! deleted), and every id of R this log held before; the watermark of R here is raised to the floor
-//! (so copies of an earlier, failed import are hidden, and the next
+//! deleted), and every id of R this log handed out before (also to a batch
+//! answered as failed, which may land yet); the watermark of R here is
+//! raised to the floor (so copies of an earlier, failed import are hidden, and the next
 //! sequence lies above the floor: one marker, see `reach.rs`); entries are
 //! appended in their order, in appends that each fit one object (their
 //! framed size, payloads plus [`ENTRY_OVERHEAD`] each and the region's
@@ -31,6 +32,7 @@ use crate::error::Error;
 use crate::format::{ENTRY_OVERHEAD, FOOTER_ENTRY_LEN, MAX_POSITION, RELEASE_REGION};
 use crate::{EntryId, RegionId};
 
+use super::write::actor::Command;
 use super::{Wal, WalReader};
 
 /// What [`Wal::import_region`] did.
@@ -67,12 +69,18 @@ impl Imported {
 
 impl Wal {
     /// An import's first step: hides what this log holds of `region`
-    /// through `floor` and moves the next sequence above it (both ways of
+    /// through `floor`, or through the last id it handed out for the region
+    /// when that is higher (a failed import's copies, landed or still on
+    /// their way), and moves the next sequence above it (both ways of
     /// taking a region over start so).
     async fn raise_floor(&self, region: RegionId, floor: EntryId) -> Result<Imported, Error> {
-        if floor > 0 {
-            self.obsolete(region, floor).await?;
-        }
+        let floor = self
+            .call(|reply| Command::RaiseFloor {
+                region,
+                floor,
+                reply,
+            })
+            .await?;
         Ok(Imported {
             region,
             floor,

@@ -507,3 +507,33 @@ fn a_follower_blocked_at_a_settle_marker_lists_again_after_a_failed_listing() {
     ];
     must_pass(AckMode::Durable, &settings, &steps);
 }
+
+/// Seed 2473170180193635660, shrunk: an entry given an id in one object
+/// read at the final reopen with the id of the object below it, after
+/// creates that landed late and failed over an import and a catch-up.
+#[test]
+fn an_entry_keeps_its_id_after_late_creates_over_an_import() {
+    use steps::Fault;
+    let settings = plain_settings();
+    let a = |region| Op::Append {
+        handle: 0,
+        entries: vec![(region, 6)],
+    };
+    let steps = vec![
+        Step::Op(Op::SourceAppend { region: 3, n: 1 }),
+        Step::Op(Op::FollowJump { region: 2, skip: 1 }),
+        Step::Together(vec![a(2), a(0)]),
+        Step::Faulty {
+            fault: Fault::LateLanding { ms: 50, voids: 3 },
+            ops: vec![
+                Op::Import {
+                    region: 3,
+                    fill: false,
+                    corrupt: false,
+                },
+                Op::CatchUp,
+            ],
+        },
+    ];
+    must_pass(AckMode::Durable, &settings, &steps);
+}

@@ -246,6 +246,28 @@ impl Actor {
         Ok(())
     }
 
+    /// An import's floor (`handoff.rs`): `floor` raised to every id this
+    /// log handed out for `region`, then marked obsolete. The ids of a
+    /// failed import count, also those of a batch answered as failed while
+    /// its create was still on its way: it may land after all, and its
+    /// copies must lie at or below the floor of the import that is repeated
+    /// (the model test found such a copy read in the imported entry's
+    /// place after a reopen). Answered here, not from the acknowledged ids
+    /// a handle sees, so that no append comes between.
+    pub(super) fn on_raise_floor(
+        &mut self,
+        region: RegionId,
+        floor: EntryId,
+    ) -> Result<EntryId, Error> {
+        let floor = floor.max(self.regions.assigned(region));
+        if floor > 0 {
+            self.on_obsolete(region, floor)?;
+        } else if let Some(e) = self.refusal() {
+            return Err(e);
+        }
+        Ok(floor)
+    }
+
     /// Moves the run above `id`: the open batch (or a new, empty one) carries
     /// the jump record and is sealed now, and the next batch opens at the
     /// sequence above `id`, so nothing admitted after this call gets an id at

@@ -99,6 +99,13 @@ pub(crate) enum Command {
         id: EntryId,
         reply: Reply<()>,
     },
+    /// An import's floor raised to every id handed out for the region
+    /// here, then marked obsolete; answers the floor (`admit.rs`).
+    RaiseFloor {
+        region: RegionId,
+        floor: EntryId,
+        reply: Reply<EntryId>,
+    },
     WaitDurable {
         region: RegionId,
         id: EntryId,
@@ -423,6 +430,13 @@ impl Actor {
             } => self.on_append(entries, arrived, reply),
             Command::Obsolete { region, id, reply } => {
                 let _ = reply.send(self.on_obsolete(region, id));
+            }
+            Command::RaiseFloor {
+                region,
+                floor,
+                reply,
+            } => {
+                let _ = reply.send(self.on_raise_floor(region, floor));
             }
             Command::WaitDurable { region, id, reply } => self.on_wait_durable(region, id, reply),
             Command::Release { region, reply } => self.on_release(region, reply),

@@ -120,6 +120,9 @@ pub(super) async fn answer_stopped(rx: flume::Receiver<Command>, result: Result<
             Command::Deleted { reply, .. } => {
                 let _ = reply.send(Err(stopped));
             }
+            Command::RaiseFloor { reply, .. } => {
+                let _ = reply.send(Err(stopped));
+            }
             Command::Regions { reply } => {
                 let _ = reply.send(Err(stopped));
             }
