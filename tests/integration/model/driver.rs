@@ -526,10 +526,16 @@ impl Driver {
                     done?;
                 }
                 self.armed = None;
-                if matches!(fault, Fault::CorruptRead { n } if *n >= 2) {
-                    if let Some(following) = self.following.as_mut() {
-                        following.met_corruption = true;
-                    }
+                if let Some(following) = self.following.as_mut() {
+                    following.met_corruption |=
+                        matches!(fault, Fault::CorruptRead { n } if *n >= 2);
+                    following.met_permanent_failure |= matches!(
+                        fault,
+                        Fault::FailRead {
+                            permanent: true,
+                            ..
+                        }
+                    );
                 }
                 if let Fault::Outage { ms } = fault {
                     tokio::time::sleep(Duration::from_millis(*ms)).await;

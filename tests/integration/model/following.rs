@@ -52,6 +52,10 @@ pub struct Following {
     /// twice over: what it skipped there stays a hole of its own after
     /// the writer restarts (which clears the model's `corruption`).
     pub(super) met_corruption: bool,
+    /// A permanent read failure was armed while it ran: its own reads in
+    /// the background may have met it, and a follower ends with a
+    /// permanent error (repeating it would not help) at its next catch-up.
+    pub(super) met_permanent_failure: bool,
     /// It keeps a hold placed before its reader opened.
     held: bool,
 }
@@ -160,6 +164,7 @@ impl Driver {
             ended: BTreeSet::new(),
             damaged_at_open: !reader.damaged().is_empty(),
             met_corruption: false,
+            met_permanent_failure: false,
             held,
         });
         Ok(())
@@ -355,8 +360,14 @@ impl Driver {
         }
         if let Some(e) = failure {
             let met_damage = self.following.as_ref().is_some_and(Following::met_damage);
+            let met_permanent = self
+                .following
+                .as_ref()
+                .is_some_and(|f| f.met_permanent_failure)
+                && matches!(&e, Error::Storage { source }
+                    if source.kind() == objwal::storage::StorageErrorKind::Permanent);
             self.following = None;
-            return if faulty || self.model.corruption || met_damage {
+            return if faulty || self.model.corruption || met_damage || met_permanent {
                 Ok(())
             } else {
                 Err(format!("the follower failed with no fault armed: {e}"))

@@ -537,3 +537,47 @@ fn an_entry_keeps_its_id_after_late_creates_over_an_import() {
     ];
     must_pass(AckMode::Durable, &settings, &steps);
 }
+
+/// Seed 4907224035215440042, shrunk: a permanent read failure armed over a
+/// step that was not a catch-up. The follower's own reads in the
+/// background met it, and it ended with that error at the next catch-up,
+/// which the oracle blamed on no fault.
+#[test]
+fn a_follower_ended_by_a_permanent_read_failure_it_met_in_the_background_is_not_blamed() {
+    use steps::{Fault, From, Letting, Target};
+    let settings = plain_settings();
+    let steps = vec![
+        Step::Op(Op::Follow {
+            from: vec![(2, From::Start), (0, From::Start)],
+            held: false,
+        }),
+        Step::Held {
+            after_landed: false,
+            letting: Letting::InOrder,
+            crash: false,
+            release_second: true,
+            regions: (0, 2),
+        },
+        Step::Op(Op::CatchUp),
+        Step::Faulty {
+            fault: Fault::FailRead {
+                target: Target::Objects,
+                n: 1,
+                permanent: true,
+            },
+            ops: vec![Op::ObsoleteAhead {
+                region: 0,
+                ahead: 1,
+            }],
+        },
+        Step::Held {
+            after_landed: true,
+            letting: Letting::InOrder,
+            crash: false,
+            release_second: false,
+            regions: (0, 0),
+        },
+        Step::Op(Op::CatchUp),
+    ];
+    must_pass(AckMode::Durable, &settings, &steps);
+}
