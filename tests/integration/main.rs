@@ -3,6 +3,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 mod attack30;
+mod attack32;
 mod blocking;
 mod common;
 mod compatibility_logs;
