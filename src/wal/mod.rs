@@ -298,6 +298,7 @@ impl Wal {
                 &prefix,
                 epoch,
                 walked.blocked,
+                &recovered.present,
                 config.recovery_concurrency,
             )
             .await?;

@@ -496,12 +496,15 @@ pub(crate) async fn walk(
 /// so before the marker: a listing after the walk shows it (the writer
 /// never deletes its newest indexed object). By the look a listed key may
 /// be empty again: only the older writer deletes above the block, so that
-/// says the same. One listing, and one look at each key above `blocked`.
+/// says the same. A look that reads a key damaged cannot tell: one that
+/// recovery's listing (`listed`) did not hold counts as passing. One
+/// listing, and one look at each key above `blocked`.
 pub(crate) async fn run_went_past(
     storage: &Storage,
     prefix: &Prefix,
     epoch: u64,
     blocked: u64,
+    listed: &BTreeSet<u64>,
     concurrency: usize,
 ) -> Result<bool, Error> {
     let window = TailWindow::default();
@@ -533,7 +536,18 @@ pub(crate) async fn run_went_past(
                 // found a collection between the listing and the look read
                 // as "did not pass", and the older writer never fenced).
                 Looked::Missing => Ok(Some((key, None))),
-                Looked::Damaged(_) => Ok(None),
+                // Whether it carries a boundary past the block is unknown.
+                // Damage recovery listed was judged there (the damage
+                // policy). One that landed since counts as passing, so the
+                // open walks again and its recovery judges it (the attack
+                // on issue 32 found the older writer unfenced when it
+                // counted as not passing).
+                Looked::Damaged(_) if listed.contains(&sequence) => Ok(None),
+                Looked::Damaged(damaged) => {
+                    tracing::warn!(%key, blocked, error = %damaged.error,
+                        "an object above the key the walk stopped at reads damaged: walking again");
+                    Ok(Some((key, None)))
+                }
             }
         })
         .buffer_unordered(concurrency.max(1))
