@@ -410,7 +410,7 @@ async fn a_repeated_enqueued_import_after_a_failed_one_shows_each_entry_once() {
 /// corrupted (in transit: the object is intact): the went-past check's
 /// look finds it "damaged". `B` must not open past `A`'s run: either its
 /// open fails, or `A` is fenced and nothing it acknowledges is lost.
-// FAILS: A's append after B opened answered Ok([5242881]); B replays
+// FAILED before 1168f07: A's append after B opened answered Ok([5242881]); B replays
 // Err(Storage { .. NotFound, key: "t/objects/00000000000000000002.wal" .. });
 // listed {5, 67}
 // (run_went_past, src/wal/open/recovery.rs: `Looked::Damaged(_) => Ok(None)`
