@@ -14,8 +14,8 @@
 //! other engine's flushed id, whose objects its collection may have
 //! deleted), and every id of R this log handed out before (also to a batch
 //! answered as failed, which may land yet); the watermark of R here is
-//! raised to the floor (so copies of an earlier, failed import are hidden, and the next
-//! sequence lies above the floor: one marker, see `reach.rs`); entries are
+//! raised to the floor (so copies of an earlier, failed import are hidden,
+//! and the next sequence lies above the floor: one marker, see `reach.rs`); entries are
 //! appended in their order, in appends that each fit one object (their
 //! framed size, payloads plus [`ENTRY_OVERHEAD`] each and the region's
 //! footer entry, within `max_batch_bytes`, and at most [`MAX_POSITION`]
