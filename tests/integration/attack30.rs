@@ -42,14 +42,7 @@ fn config() -> Config {
 
 /// The sequences of the objects under `<prefix>/objects/`.
 async fn listed(storage: &Storage, prefix: &str) -> BTreeSet<u64> {
-    let prefix = Prefix::new(prefix).unwrap();
-    storage
-        .list(&prefix.objects_prefix())
-        .await
-        .unwrap()
-        .iter()
-        .filter_map(|m| prefix.parse_object_key(&m.key))
-        .collect()
+    listed_objects(storage, prefix).await
 }
 
 /// The objects of `prefix` carrying a release record, as a reader sees

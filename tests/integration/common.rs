@@ -314,3 +314,17 @@ pub fn unique_root(tag: &str) -> String {
         N.fetch_add(1, Ordering::Relaxed)
     )
 }
+
+/// The sequences of the objects under `<prefix>/objects/`, asked of
+/// `storage` directly.
+pub async fn listed_objects(storage: &Storage, prefix: &str) -> std::collections::BTreeSet<u64> {
+    use objwal::ObjectStorage as _;
+    let prefix = objwal::storage::keys::Prefix::new(prefix).unwrap();
+    storage
+        .list(&prefix.objects_prefix())
+        .await
+        .unwrap()
+        .iter()
+        .filter_map(|m| prefix.parse_object_key(&m.key))
+        .collect()
+}

@@ -12,7 +12,7 @@ use objwal::storage::fault::FaultyStorage;
 use objwal::storage::keys::Prefix;
 use objwal::{Error, ObjectStorage, RegionId, Storage, Wal, WalReader};
 
-use crate::common::{b, faulty_memory, open, read_all, test_config, within};
+use crate::common::{b, faulty_memory, listed_objects, open, read_all, test_config, within};
 
 /// The released region.
 const R: RegionId = 7;
@@ -21,14 +21,7 @@ const A: RegionId = 1;
 
 /// The sequences of the objects under `t/objects/`.
 async fn listed(storage: &Storage) -> BTreeSet<u64> {
-    let prefix = Prefix::new("t").unwrap();
-    storage
-        .list(&prefix.objects_prefix())
-        .await
-        .unwrap()
-        .iter()
-        .filter_map(|m| prefix.parse_object_key(&m.key))
-        .collect()
+    listed_objects(storage, "t").await
 }
 
 /// The objects carrying a release record, as a reader sees them now.
