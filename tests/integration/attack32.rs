@@ -413,6 +413,23 @@ async fn a_repeated_enqueued_import_after_a_failed_one_shows_each_entry_once() {
 // B's marker at T+1 and A acknowledges at T+3, off B's chain.)
 #[tokio::test(start_paused = true)]
 async fn a_went_past_look_that_reads_the_evidence_damaged_still_fences_the_older_writer() {
+    let (a, opened, shared) = b_opens_while_a_collects(|fb, k| {
+        fb.corrupt_next_reads(&key(k + 1), usize::MAX);
+    })
+    .await;
+    let Ok(b_wal) = opened else {
+        return; // refused: nothing opened past A
+    };
+    let _ = fenced_after_open(&a, &b_wal, &shared).await;
+}
+
+/// The RFC's history once (`B`'s settle marker at `k` held while `A` lands
+/// `k` and a marks-only `k+1` and collects `k`), with `arm` called on
+/// `B`'s wrapper once `B`'s recovery listed. Returns `A`, `B`'s open and
+/// the shared store, `B`'s faults cleared.
+async fn b_opens_while_a_collects(
+    arm: impl FnOnce(&FaultyStorage, u64),
+) -> (Wal, Result<Wal, Error>, Storage) {
     let shared = Storage::new(MemoryStorage::new());
     let fa = FaultyStorage::new(shared.clone());
     let a = within(Wal::open(fa.storage(), P, config())).await.unwrap();
@@ -420,10 +437,10 @@ async fn a_went_past_look_that_reads_the_evidence_damaged_still_fences_the_older
     let k = *listed(&shared).await.last().unwrap() + 1;
     let fb = FaultyStorage::new(shared.clone());
     fb.hold_creates(true);
-    fb.corrupt_next_reads(&key(k + 1), usize::MAX);
     let b_storage = fb.storage();
     let opening = tokio::spawn(async move { Wal::open(b_storage, P, config()).await });
     release_until_held(&fb, &key(k)).await;
+    arm(&fb, k);
     let ids = within(a.append(vec![(1, b("r0"))])).await.unwrap();
     within(a.obsolete(1, ids[0])).await.unwrap();
     within(a.flush()).await.unwrap();
@@ -435,38 +452,18 @@ async fn a_went_past_look_that_reads_the_evidence_damaged_still_fences_the_older
     fb.release_all();
     let opened = within(opening).await.unwrap();
     fb.clear_faults();
-    let Ok(b_wal) = opened else {
-        return; // refused: nothing opened past A
-    };
-    let _ = fenced_after_open(&a, &b_wal, &shared).await;
+    (a, opened, shared)
 }
 
 /// The RFC's history once, and `B`'s went-past listing fails (transient)
 /// `n` times: the open either answers an error or opens with `A` fenced;
 /// it never hangs.
 async fn a_failing_went_past_listing(n: usize) {
-    let shared = Storage::new(MemoryStorage::new());
-    let fa = FaultyStorage::new(shared.clone());
-    let a = within(Wal::open(fa.storage(), P, config())).await.unwrap();
-    within(a.append(vec![(1, b("e1"))])).await.unwrap();
-    let k = *listed(&shared).await.last().unwrap() + 1;
-    let fb = FaultyStorage::new(shared.clone());
-    fb.hold_creates(true);
-    let b_storage = fb.storage();
-    let opening = tokio::spawn(async move { Wal::open(b_storage, P, config()).await });
-    release_until_held(&fb, &key(k)).await;
     // B's recovery listed already: its next listing is the check's.
-    fb.fail_next(Op::List, "/objects/", n, StorageErrorKind::Transient);
-    let ids = within(a.append(vec![(1, b("r0"))])).await.unwrap();
-    within(a.obsolete(1, ids[0])).await.unwrap();
-    within(a.flush()).await.unwrap();
-    until("A collects k", || async {
-        !listed(&shared).await.contains(&k)
+    let (a, opened, shared) = b_opens_while_a_collects(|fb, _| {
+        fb.fail_next(Op::List, "/objects/", n, StorageErrorKind::Transient);
     })
     .await;
-    fb.hold_creates(false);
-    fb.release_all();
-    let opened = within(opening).await.unwrap();
     let Ok(b_wal) = opened else {
         return;
     };
