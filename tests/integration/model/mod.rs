@@ -608,19 +608,14 @@ fn a_replay_and_a_read_after_it_agree_while_a_flush_is_due() {
 
 /// Seed 5359958427594230283, shrunk: a follower through an outside backend
 /// opened after throttled creates, a flush mark ahead of the writer, and an
-/// entry of the followed region the follower never yielded.
-///
-/// A known limit, not fixed: the follower's place is the void of the
-/// throttled batch, which the writer keeps from collection while it runs.
-/// The writer lands the next key and collects it before the follower
-/// polls it, so the poll misses. The look at the place finds the void
-/// still there, and that says nothing was collected above it. Only an
-/// idle check's listing finds the log again, and after the model's 60 s of
-/// idle quiet the next one is due past the catch-up's 20 s. rfcs/0010
-/// (decision 3) accepts this cost: "a place collection keeps while a key
-/// above it is gone ... is found by the idle checks". The oracle does not.
+/// entry of the followed region it yielded only at its next idle check.
+/// Its place is the void of the throttled batch, which the writer keeps
+/// from collection while it runs; the writer lands the next key and
+/// collects it before the follower polls it, and the look at the place
+/// finds the void there. rfcs/0010 (decision 3) accepts that only an idle
+/// check finds the log again then; the catch-up's 20 s were shorter than
+/// the gap to that check after the model's 60 s of idle quiet.
 #[test]
-#[ignore = "known limit: a follower whose place is a kept void waits for its next idle check (rfcs/0010, decision 3)"]
 fn an_outside_follower_yields_an_entry_appended_after_a_mark_ahead() {
     use steps::{Fault, From};
     let settings = plain_settings();
