@@ -641,3 +641,73 @@ fn an_outside_follower_yields_an_entry_appended_after_a_mark_ahead() {
     ];
     must_pass(AckMode::Durable, &settings, &steps);
 }
+
+/// Seed 1981710169334720340, shrunk (enqueued mode): an entry of region 1
+/// appended here, then an import of region 1 whose floor covered it. The
+/// floor's mark was clamped to the region's durable id, so the entry,
+/// durable by the import's flush, replayed after a reopen at or below the
+/// floor the import answered.
+#[test]
+fn an_imports_floor_hides_what_this_log_appended_before_it_in_enqueued_mode() {
+    use steps::{Fault, From, Letting, Target};
+    let settings = Settings {
+        slow: Some(13375676532305683134),
+        ..plain_settings()
+    };
+    let a = |region| Op::Append {
+        handle: 0,
+        entries: vec![(region, 6)],
+    };
+    let import = |region| Op::Import {
+        region,
+        fill: false,
+        corrupt: false,
+    };
+    let fail_create = Fault::FailCreate {
+        target: Target::Objects,
+        n: 1,
+        permanent: false,
+    };
+    let steps = vec![
+        Step::Faulty {
+            fault: fail_create,
+            ops: vec![Op::SecondOpener],
+        },
+        Step::Together(vec![a(0), a(0)]),
+        Step::Op(Op::Reopen),
+        Step::Op(Op::Stop),
+        Step::Op(import(2)),
+        Step::Op(import(0)),
+        Step::Op(a(0)),
+        Step::Faulty {
+            fault: fail_create,
+            ops: vec![Op::Reopen],
+        },
+        Step::Held {
+            after_landed: false,
+            letting: Letting::InOrder,
+            crash: false,
+            release_second: true,
+            regions: (0, 2),
+        },
+        Step::Op(Op::SourceAppend { region: 0, n: 1 }),
+        Step::Op(Op::Reopen),
+        Step::Op(a(0)),
+        Step::Op(a(0)),
+        Step::Faulty {
+            fault: Fault::FailRead {
+                target: Target::Fences,
+                n: 1,
+                permanent: false,
+            },
+            ops: vec![
+                a(1),
+                Op::FollowOutside {
+                    from: vec![(1, From::Start), (2, From::Start)],
+                },
+                import(1),
+            ],
+        },
+    ];
+    must_pass(AckMode::Enqueued, &settings, &steps);
+}

@@ -199,6 +199,12 @@ impl Actor {
     }
 
     pub(super) fn on_obsolete(&mut self, region: RegionId, id: EntryId) -> Result<(), Error> {
+        self.mark_obsolete(region, id, true)
+    }
+
+    /// A flush mark of `region` through `id`; in enqueued mode clamped to
+    /// the region's durable id when `clamp` says so.
+    fn mark_obsolete(&mut self, region: RegionId, id: EntryId, clamp: bool) -> Result<(), Error> {
         if let Some(e) = self.refusal() {
             return Err(e);
         }
@@ -212,6 +218,7 @@ impl Actor {
         // crash cannot lose an entry the engine believes flushed.
         let mark = match self.config.ack_mode {
             AckMode::Durable => id,
+            AckMode::Enqueued if !clamp => id,
             AckMode::Enqueued if self.is_durable(region, id) => id,
             AckMode::Enqueued => {
                 let durable = self.regions.durable(region);
@@ -253,7 +260,12 @@ impl Actor {
     /// copies must lie at or below the floor of the import that is repeated
     /// (the model test found such a copy read in the imported entry's
     /// place after a reopen). Answered here, not from the acknowledged ids
-    /// a handle sees, so that no append comes between.
+    /// a handle sees, so that no append comes between. Never clamped to the
+    /// durable id in enqueued mode: nothing at or below the floor is the
+    /// region's history here, so hiding it loses nothing the engine
+    /// believes flushed (the model test, seed 1981710169334720340, found a
+    /// clamped floor letting an entry the engine appended before the import
+    /// replay after a reopen, below the floor the import answered).
     pub(super) fn on_raise_floor(
         &mut self,
         region: RegionId,
@@ -261,7 +273,7 @@ impl Actor {
     ) -> Result<EntryId, Error> {
         let floor = floor.max(self.regions.assigned(region));
         if floor > 0 {
-            self.on_obsolete(region, floor)?;
+            self.mark_obsolete(region, floor, false)?;
         } else if let Some(e) = self.refusal() {
             return Err(e);
         }
