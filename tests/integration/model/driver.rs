@@ -109,6 +109,24 @@ pub struct Driver {
     pub(super) poisoned: bool,
 }
 
+/// The objects under the model's prefix, listed from `inner` (past the
+/// faults), with their sequences.
+pub(super) async fn listed_objects(
+    inner: &objwal::Storage,
+) -> Result<(Vec<objwal::storage::ObjectMeta>, BTreeSet<u64>), String> {
+    let listed = within(
+        "a list of objects",
+        inner.list(&format!("{PREFIX}/objects/")),
+    )
+    .await?
+    .map_err(|e| format!("listing objects: {e}"))?;
+    let sequences = listed
+        .iter()
+        .filter_map(|m| m.key.rsplit('/').next()?.strip_suffix(".wal")?.parse().ok())
+        .collect();
+    Ok((listed, sequences))
+}
+
 pub(super) async fn read_all(wal: &Wal, region: RegionId, from: u64) -> Result<Vec<Entry>, Error> {
     let mut stream = Box::pin(wal.read(region, from));
     let mut entries = Vec::new();

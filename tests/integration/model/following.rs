@@ -32,7 +32,7 @@ use futures::StreamExt;
 use objwal::storage::fault::HoldPoint;
 use objwal::{Entry, Error, Follower, Hold, RegionId, WalReader};
 
-use super::driver::{within, Call, Driver, PREFIX};
+use super::driver::{listed_objects, within, Call, Driver, PREFIX};
 use super::steps::{From, REGIONS};
 
 /// The follower of a case and what it yielded.
@@ -82,17 +82,7 @@ const IDLE_CHECK_WAIT: Duration = Duration::from_secs(3660);
 /// catch-up too short for it). A jump leaves such a gap too: it only lets
 /// the catch-up wait longer.
 async fn kept_below_a_gap(inner: &objwal::Storage) -> Result<bool, String> {
-    use objwal::ObjectStorage as _;
-    let listed = within(
-        "a list of objects",
-        inner.list(&format!("{PREFIX}/objects/")),
-    )
-    .await?
-    .map_err(|e| format!("listing objects: {e}"))?;
-    let sequences: BTreeSet<u64> = listed
-        .iter()
-        .filter_map(|m| m.key.rsplit('/').next()?.strip_suffix(".wal")?.parse().ok())
-        .collect();
+    let (_, sequences) = listed_objects(inner).await?;
     let top = sequences.last().copied().unwrap_or(0);
     Ok(sequences
         .iter()

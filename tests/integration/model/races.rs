@@ -39,7 +39,6 @@
 //! the older writer acknowledges its jump and appends: it must acknowledge
 //! nothing.
 
-use std::collections::BTreeSet;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -48,7 +47,7 @@ use objwal::storage::fault::HoldPoint;
 use objwal::storage::{Created, ObjectStorage};
 use objwal::{Error, RegionId, Wal};
 
-use super::driver::{within, Call, Driver, PREFIX};
+use super::driver::{listed_objects, within, Call, Driver, PREFIX};
 use super::reference::Key;
 
 /// The writer's newest object and where its run goes next.
@@ -99,16 +98,7 @@ impl Driver {
     /// writer's: its epoch is the newest fence's.
     pub(super) async fn writer_tip(&self) -> Result<Option<Tip>, String> {
         let inner = self.faulty.inner().clone();
-        let listed = within(
-            "a list of objects",
-            inner.list(&format!("{PREFIX}/objects/")),
-        )
-        .await?
-        .map_err(|e| format!("listing objects: {e}"))?;
-        let sequences: BTreeSet<u64> = listed
-            .iter()
-            .filter_map(|m| m.key.rsplit('/').next()?.strip_suffix(".wal")?.parse().ok())
-            .collect();
+        let (listed, sequences) = listed_objects(&inner).await?;
         let Some(&top) = sequences.last() else {
             return Ok(None);
         };
