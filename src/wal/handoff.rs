@@ -137,8 +137,8 @@ impl Wal {
             .latest_entry_id(region)
             .max(from_log.released_through(region))
             .max(from.saturating_sub(1));
-        let floor = theirs.max(self.latest_entry_id(region));
-        let mut imported = self.raise_floor(region, floor).await?;
+        // Raised to every id of the region this log handed out, too.
+        let mut imported = self.raise_floor(region, theirs).await?;
         let mut entries = Box::pin(from_log.read(region, from));
         let mut chunk = Chunk::new(region, self.handle.batch_bytes);
         loop {
@@ -176,7 +176,7 @@ impl Wal {
         }
         tracing::info!(
             region,
-            floor,
+            floor = imported.floor,
             entries = imported.entries,
             last_id = imported.last_id,
             "imported a region from another log"

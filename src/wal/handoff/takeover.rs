@@ -226,8 +226,8 @@ impl Takeover {
                 last_id: hole.last_id,
             });
         }
-        let floor = held.reached.max(wal.latest_entry_id(region));
-        let mut imported = wal.raise_floor(region, floor).await?;
+        // Raised to every id of the region this log handed out, too.
+        let mut imported = wal.raise_floor(region, held.reached).await?;
         // The appends are sent at once, in order (an append's first poll
         // hands it to the actor, which admits appends in the order they
         // come: ids and objects keep the region's order), so that their
@@ -259,7 +259,7 @@ impl Takeover {
         }
         tracing::info!(
             region,
-            floor,
+            floor = imported.floor,
             entries = imported.entries,
             last_id = imported.last_id,
             "took a region over by following"
