@@ -367,22 +367,8 @@ async fn a_repeated_import_after_a_failed_one_shows_each_entry_once(mode: objwal
     );
     let imported = second.unwrap();
     within(dest.flush()).await.unwrap();
-    let seen = payloads(&read_all(&dest, 5, 0).await);
-    assert_eq!(
-        seen,
-        vec!["x1", "x2"],
-        "first import {first:?}, second {imported:?}"
-    );
-    within(dest.stop()).await.unwrap();
-    let reopened = within(Wal::open(shared.clone(), P, dest_config))
-        .await
-        .unwrap();
-    let seen = payloads(&read_all(&reopened, 5, 0).await);
-    assert_eq!(
-        seen,
-        vec!["x1", "x2"],
-        "after a reopen; first import {first:?}"
-    );
+    let what = format!("first import {first:?}, second {imported:?}");
+    once_here_and_after_a_reopen(dest, &shared, dest_config, &what).await;
     let reader = within(objwal::WalReader::open(shared.clone(), P, config()))
         .await
         .unwrap();
@@ -534,16 +520,17 @@ async fn a_repeated_takeover_after_a_failed_finish_shows_each_entry_once() {
         matches!(second, Some(Ok(_))),
         "second finish (after {failed:?}): {second:?}"
     );
+    let what = format!("first finish {failed:?}");
+    once_here_and_after_a_reopen(dest, &shared, dest_config, &what).await;
+}
+
+/// Region 5 of `dest` reads "x1", "x2" once each, and so it does after
+/// `dest` stops and its prefix is opened again.
+async fn once_here_and_after_a_reopen(dest: Wal, shared: &Storage, config: Config, what: &str) {
     let seen = payloads(&read_all(&dest, 5, 0).await);
-    assert_eq!(seen, vec!["x1", "x2"], "first finish {failed:?}");
+    assert_eq!(seen, vec!["x1", "x2"], "{what}");
     within(dest.stop()).await.unwrap();
-    let reopened = within(Wal::open(shared.clone(), P, dest_config))
-        .await
-        .unwrap();
+    let reopened = within(Wal::open(shared.clone(), P, config)).await.unwrap();
     let seen = payloads(&read_all(&reopened, 5, 0).await);
-    assert_eq!(
-        seen,
-        vec!["x1", "x2"],
-        "after a reopen; first finish {failed:?}"
-    );
+    assert_eq!(seen, vec!["x1", "x2"], "after a reopen; {what}");
 }
