@@ -110,8 +110,15 @@ impl Model {
             let obsolete = e
                 .id
                 .is_some_and(|id| id <= self.watermark_ever.get(&e.region).copied().unwrap_or(0));
-            let excused =
-                e.id.is_some_and(|id| lost.contains(&sequence_of(id)) || in_hole(e.region, id));
+            let excused = match e.id {
+                Some(id) => lost.contains(&sequence_of(id)) || in_hole(e.region, id),
+                // An append that failed has no id to place its entry: a
+                // hole of its region, or any lost object, may hold it.
+                None => {
+                    e.fate != Fate::Promised
+                        && (!lost.is_empty() || holes.iter().any(|h| h.region == e.region))
+                }
+            };
             if excused && !self.released.contains(&e.region) {
                 // Left out of this replay by a named hole or a lost object:
                 // the object may still be intact at rest (quarantined after
