@@ -298,7 +298,7 @@ impl Wal {
                 &prefix,
                 epoch,
                 walked.blocked,
-                &recovered.present,
+                &recovered.damaged_headers,
                 config.recovery_concurrency,
             )
             .await?;

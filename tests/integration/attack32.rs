@@ -17,9 +17,9 @@ use objwal::{Config, Error, Storage, Wal};
 
 use crate::common::*;
 
-const P: &str = "t";
+pub(crate) const P: &str = "t";
 
-fn config() -> Config {
+pub(crate) fn config() -> Config {
     Config {
         flush_interval: Duration::from_millis(10),
         follow_interval: Duration::from_millis(10),
@@ -30,7 +30,7 @@ fn config() -> Config {
     }
 }
 
-fn key(sequence: u64) -> String {
+pub(crate) fn key(sequence: u64) -> String {
     Prefix::new(P).unwrap().object_key(sequence)
 }
 
@@ -49,12 +49,12 @@ async fn fenced_after_open(a: &Wal, b_wal: &Wal, shared: &Storage) -> Result<Vec
 }
 
 /// The sequences under `objects/`, asked of the shared store.
-async fn listed(storage: &Storage) -> BTreeSet<u64> {
+pub(crate) async fn listed(storage: &Storage) -> BTreeSet<u64> {
     listed_objects(storage, P).await
 }
 
 /// Waits (paused time: virtual 1 ms steps) until `cond` holds.
-async fn until<F, Fut>(what: &str, mut cond: F)
+pub(crate) async fn until<F, Fut>(what: &str, mut cond: F)
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = bool>,
@@ -70,7 +70,7 @@ where
 
 /// Releases every create `faulty` holds that is not of `object`, until the
 /// create of `object` is held.
-async fn release_until_held(faulty: &FaultyStorage, object: &str) {
+pub(crate) async fn release_until_held(faulty: &FaultyStorage, object: &str) {
     within(async {
         loop {
             faulty.wait_held(1).await;
@@ -92,7 +92,7 @@ async fn release_until_held(faulty: &FaultyStorage, object: &str) {
 
 /// The payloads of region `region` as a fresh open (after `wal` stopped or
 /// not) replays them.
-async fn replayed(wal: &Wal, region: u64) -> Result<Vec<String>, Error> {
+pub(crate) async fn replayed(wal: &Wal, region: u64) -> Result<Vec<String>, Error> {
     Ok(payloads(&try_read_all(wal, region, 0).await?))
 }
 

@@ -4,6 +4,7 @@
 
 mod attack30;
 mod attack32;
+mod attack33;
 mod blocking;
 mod common;
 mod compatibility_logs;

@@ -302,26 +302,37 @@ async fn an_object_deleted_by_hand_fails_the_open_or_is_a_hole_of_every_region()
     assert!(seen.contains(&ids[2][0]), "the entry above the gap replays");
 }
 
+/// A junk file at an object key above the run is damage of unknown
+/// content, and it lies above the key where an open stops an older
+/// writer's run: whether that writer went on through it cannot be told, so
+/// the open refuses, naming it, under either policy (under `Quarantine` it
+/// was left out, and the attack on issue 32 showed an older writer then
+/// acknowledging off the chain when the damage was its own object).
+/// Moved aside, as `objwal repair --yes` does, the log opens under either
+/// policy, with a hole at its sequence, and no sequence of it is used again.
 #[tokio::test]
-async fn a_junk_file_at_an_object_key_is_damage_of_unknown_content() {
+async fn a_junk_file_above_the_run_is_refused_until_moved_aside() {
     let storage = faulty_memory().storage();
     three_objects(&storage).await;
+    let junk = Bytes::from_static(b"not an object at all");
+    storage.create(&key(99), junk.clone()).await.unwrap();
+    for config in [test_config(), quarantining()] {
+        let err = Wal::open(storage.clone(), "t", config).await.unwrap_err();
+        assert!(err.to_string().contains(&key(99)), "{err}");
+    }
+    let prefix = objwal::storage::keys::Prefix::new("t").unwrap();
     storage
-        .create(&key(99), Bytes::from_static(b"not an object at all"))
+        .create(&quarantine_key(&prefix, 99), junk)
         .await
         .unwrap();
-    let err = Wal::open(storage.clone(), "t", test_config())
-        .await
-        .unwrap_err();
-    assert!(err.to_string().contains(&key(99)), "{err}");
-    let wal = Wal::open(storage.clone(), "t", quarantining())
+    storage.delete(&key(99)).await.unwrap();
+    let wal = Wal::open(storage.clone(), "t", test_config())
         .await
         .unwrap();
     assert_eq!(payloads(&read_all(&wal, 1, 0).await), ["a0", "a1", "a2"]);
     let holes = wal.holes(5);
     assert_eq!(holes.len(), 1, "{holes:?}");
     assert_eq!(holes[0].sequence, 99);
-    // No sequence of the junk file is used again: the next object lies above.
     let ids = wal.append(vec![(1, b("a3"))]).await.unwrap();
     assert!(format::sequence_of(ids[0]) > 99, "{}", ids[0]);
     wal.stop().await.unwrap();

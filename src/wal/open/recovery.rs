@@ -496,15 +496,18 @@ pub(crate) async fn walk(
 /// so before the marker: a listing after the walk shows it (the writer
 /// never deletes its newest indexed object). By the look a listed key may
 /// be empty again: only the older writer deletes above the block, so that
-/// says the same. A look that reads a key damaged cannot tell: one that
-/// recovery's listing (`listed`) did not hold counts as passing. One
-/// listing, and one look at each key above `blocked`.
+/// says the same. A look that reads a key damaged cannot tell: damage
+/// recovery did not judge counts as passing (the open walks again and its
+/// recovery judges it); damage recovery judged (`judged`: what its header
+/// still says, if anything) fails the open naming it, unless that header
+/// shows it carries no boundary past the block. One listing, and one look
+/// at each key above `blocked`.
 pub(crate) async fn run_went_past(
     storage: &Storage,
     prefix: &Prefix,
     epoch: u64,
     blocked: u64,
-    listed: &BTreeSet<u64>,
+    judged: &BTreeMap<u64, Option<Header>>,
     concurrency: usize,
 ) -> Result<bool, Error> {
     let window = TailWindow::default();
@@ -524,7 +527,7 @@ pub(crate) async fn run_went_past(
                 Looked::Intact(object) => {
                     let header = object.tail.header();
                     Ok::<_, Error>(
-                        (header.epoch < epoch && header.reclaim_boundary > blocked)
+                        passes(header, epoch, blocked)
                             .then_some((key, Some(header.reclaim_boundary))),
                     )
                 }
@@ -537,17 +540,20 @@ pub(crate) async fn run_went_past(
                 // as "did not pass", and the older writer never fenced).
                 Looked::Missing => Ok(Some((key, None))),
                 // Whether it carries a boundary past the block is unknown.
-                // Damage recovery listed was judged there (the damage
-                // policy). One that landed since counts as passing, so the
-                // open walks again and its recovery judges it (the attack
-                // on issue 32 found the older writer unfenced when it
-                // counted as not passing).
-                Looked::Damaged(_) if listed.contains(&sequence) => Ok(None),
-                Looked::Damaged(damaged) => {
-                    tracing::warn!(%key, blocked, error = %damaged.error,
-                        "an object above the key the walk stopped at reads damaged: walking again");
-                    Ok(Some((key, None)))
-                }
+                // Judged damaged by recovery, it stays so on every walk:
+                // the older writer may have gone on past the block through
+                // it, to keys no walk can tell (its jump is unknown), so the
+                // open fails naming it, as at the run's next key. Leaving
+                // it out let that writer acknowledge off the chain (the
+                // attack on issue 32, second round: under `Quarantine`, a
+                // damaged marks-only object above a collected key). Damage
+                // that landed since recovery listed counts as passing: the
+                // open walks again and its recovery judges it.
+                Looked::Damaged(_) => match judged.get(&sequence) {
+                    Some(Some(header)) if !passes(header, epoch, blocked) => Ok(None),
+                    Some(_) => Err(unknown_past(&key, blocked)),
+                    None => Ok(Some((key, None))),
+                },
             }
         })
         .buffer_unordered(concurrency.max(1))
@@ -556,6 +562,10 @@ pub(crate) async fn run_went_past(
     let Some((key, boundary)) = passing.into_iter().flatten().next() else {
         return Ok(false);
     };
+    if boundary.is_none() {
+        tracing::warn!(%key, blocked,
+            "an object above the key the walk stopped at is gone or reads damaged: walking again");
+    }
     tracing::info!(
         %key,
         blocked,
@@ -564,6 +574,23 @@ pub(crate) async fn run_went_past(
          recovering again"
     );
     Ok(true)
+}
+
+/// Whether an object of an older epoch carries a boundary past `blocked`:
+/// its writer's run went on past that key and collected it.
+fn passes(header: &Header, epoch: u64, blocked: u64) -> bool {
+    header.epoch < epoch && header.reclaim_boundary > blocked
+}
+
+/// The open's refusal when a damaged object recovery judged lies above the
+/// key its walk stopped at.
+fn unknown_past(key: &str, blocked: u64) -> Error {
+    Error::recovery(format!(
+        "{key} is damaged and lies above key {blocked}, where this open stopped the older \
+         writer's run: whether that writer went on past it cannot be told from it, so no start \
+         object is safe while that writer may still run; stop the older process, then move the \
+         object aside with `objwal repair`"
+    ))
 }
 
 /// What a walk found at one key.
