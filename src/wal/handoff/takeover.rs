@@ -291,7 +291,10 @@ async fn hold(
     let mut failed: Option<Error> = None;
     let mut finishing: Option<(u64, FinishReply)> = None;
     loop {
+        // Biased: the one request to finish goes before the stream's
+        // next event, the same way every run.
         let event = tokio::select! {
+            biased;
             ask = &mut asked, if finishing.is_none() => {
                 let Ok(reply) = ask else { return };
                 if let Some(error) = failed.take() {

@@ -433,12 +433,15 @@ impl Engine {
 
     /// Waits `delay`, or less when a control message arrives.
     async fn wait(&mut self, delay: Duration) {
+        // Biased: a message that is due at the same time as the timer is
+        // handled now, the same way every run.
         tokio::select! {
-            () = tokio::time::sleep(delay) => {}
+            biased;
             message = self.control.recv_async() => match message {
                 Ok(message) => self.on_control(message),
                 Err(_) => self.ended = true,
             },
+            () = tokio::time::sleep(delay) => {}
         }
     }
 

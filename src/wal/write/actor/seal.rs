@@ -254,7 +254,11 @@ impl Actor {
                 let took = matches!(outcome, CreateOutcome::Landed(_)).then(|| started.elapsed());
                 return CreateDone { sequence, outcome, took };
             };
+            // Biased here and below: a tie goes to the first request, so
+            // the same history makes the same requests (the model test's
+            // seeds replay); an unbiased select picks at random.
             tokio::select! {
+                biased;
                 outcome = &mut first => {
                     let took = matches!(outcome, CreateOutcome::Landed(_)).then(|| started.elapsed());
                     return CreateDone { sequence, outcome, took };
@@ -274,6 +278,7 @@ impl Actor {
             let second = create_object(&storage, &key, &ours);
             tokio::pin!(second);
             let outcome = tokio::select! {
+                biased;
                 outcome = &mut first => match outcome {
                     CreateOutcome::Failed(_) => second.await,
                     other => other,
