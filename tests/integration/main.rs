@@ -5,6 +5,7 @@
 mod attack30;
 mod attack32;
 mod attack33;
+mod attack34;
 mod blocking;
 mod common;
 mod compatibility_logs;

@@ -59,9 +59,17 @@ pub(crate) fn missing_objects(
     // boundary above it (a boundary is at most its object's sequence).
     // An object that vanished under recovery was collected: so was all
     // below it (its writer deleted below a boundary above it).
+    // A damaged object's header, when a copy still gives it, has its own
+    // CRC: its boundary counts too (an object moved aside under
+    // `quarantine/` may be the one that carried it).
     let collected_below = intact
         .values()
         .map(|o| o.tail.header().reclaim_boundary)
+        .chain(
+            damaged
+                .values()
+                .filter_map(|d| d.header.map(|h| h.reclaim_boundary)),
+        )
         .chain([vanished_below])
         .max()
         .unwrap_or(0);

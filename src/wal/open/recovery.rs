@@ -277,9 +277,13 @@ async fn recover_once(storage: &Storage, prefix: &Prefix, config: &Config) -> Re
         .filter_map(|sequence| intact.remove_entry(sequence))
         .collect();
     let end = adopt_listed_run(&mut catalog, &mut orphans)?;
+    // An object the operator moved under `quarantine/` ends the run by
+    // their decision: the refusal that names such an object asks them to
+    // stop its writer first, and the walk goes on from its key (the
+    // attack on issue 32, second round: every open after the move failed).
     let end_unknown = end
         .and_then(|e| damaged.get(&e.sequence))
-        .filter(|d| d.records.is_none())
+        .filter(|d| d.records.is_none() && !d.quarantined)
         .map(|d| d.key.clone());
     // What the run adopted is replayed after all.
     damage
