@@ -275,6 +275,7 @@ impl Wal {
                 Self::recover_below(&storage, &prefix, &config, &retry, &mut epoch).await?;
             let listed = recovered.selection.max_sequence;
             let mut catalog = std::mem::take(&mut recovered.catalog);
+            recovery::check_no_newer_damage_under_the_tip(&catalog, &recovered, &prefix)?;
             // Walk the tip's run to the first key an older writer can
             // never hold, then start above everything it can still create
             // (K4). An empty listing needs neither: no older writer

@@ -580,6 +580,37 @@ pub(crate) async fn run_went_past(
     Ok(true)
 }
 
+/// Refuses a chain whose tip links over damage that may be a newer
+/// process's object (rfcs/0006, Lemma 2, "Damage the tip links over"): a
+/// damaged object between the tip and the tip's predecessor whose header
+/// is unknown, or names an epoch above the tip's. Its writer, if it still
+/// runs, goes on past keys this open would take for an older run's (a
+/// dead start object at its next key is then its to delete, rule 8).
+pub(crate) fn check_no_newer_damage_under_the_tip(
+    catalog: &Catalog,
+    recovered: &Recovered,
+    prefix: &Prefix,
+) -> Result<(), Error> {
+    let Some(tip) = catalog.tip() else {
+        return Ok(());
+    };
+    let below = tip.link.map_or(0, |link| link.sequence);
+    let newer = recovered
+        .damaged_headers
+        .range(below.saturating_add(1)..tip.sequence)
+        .find(|(_, header)| header.is_none_or(|h| h.epoch > tip.epoch));
+    match newer {
+        None => Ok(()),
+        Some((sequence, _)) => Err(Error::recovery(format!(
+            "{} is damaged and lies under the log's tip {}, which links over it: it may be a \
+             newer process's object, whose run this open cannot follow; stop any older \
+             process, then move the object aside with `objwal repair`",
+            prefix.object_key(*sequence),
+            prefix.object_key(tip.sequence)
+        ))),
+    }
+}
+
 /// Whether an object of an older epoch carries a boundary past `blocked`:
 /// its writer's run went on past that key and collected it.
 fn passes(header: &Header, epoch: u64, blocked: u64) -> bool {

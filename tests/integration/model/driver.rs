@@ -127,6 +127,39 @@ pub(super) async fn listed_objects(
     Ok((listed, sequences))
 }
 
+impl Driver {
+    /// Arms `Fault::CorruptNewest`: every read of the newest object listed
+    /// (past the faults) is corrupted until the step's faults are cleared.
+    /// Under quarantine only an object without flush marks or release
+    /// records: an open may leave such an object out, and the model does
+    /// not follow the records lost with it (as for `Op::Damage`).
+    async fn corrupt_newest(&mut self) -> Result<(), String> {
+        let (listed, _) = listed_objects(self.faulty.inner()).await?;
+        let Some(newest) = listed
+            .into_iter()
+            .filter(|m| m.key.ends_with(".wal"))
+            .max_by(|a, b| a.key.cmp(&b.key))
+        else {
+            return Ok(());
+        };
+        if self.settings.quarantine {
+            let inner = self.faulty.inner().clone();
+            let bytes = within("a read", inner.read(&newest.key, 0..newest.size))
+                .await?
+                .map_err(|e| format!("reading {}: {e}", newest.key))?;
+            let carries_records = objwal::format::decode(&bytes)
+                .map(|o| !o.releases.is_empty() || !o.marks.is_empty())
+                .unwrap_or(true);
+            if carries_records {
+                self.stats.bump("newest objects left whole (records)", 1);
+                return Ok(());
+            }
+        }
+        self.faulty.corrupt_next_reads(&newest.key, usize::MAX);
+        Ok(())
+    }
+}
+
 pub(super) async fn read_all(wal: &Wal, region: RegionId, from: u64) -> Result<Vec<Entry>, Error> {
     let mut stream = Box::pin(wal.read(region, from));
     let mut entries = Vec::new();
@@ -528,13 +561,18 @@ impl Driver {
             Step::Faulty { fault, ops } => {
                 // One read corrupted in transit is never damage (a second
                 // look reads it whole): only two may leave holes.
-                self.model.corruption |= matches!(fault, Fault::CorruptRead { n } if *n >= 2);
+                let damaging = matches!(fault, Fault::CorruptNewest)
+                    || matches!(fault, Fault::CorruptRead { n } if *n >= 2);
+                self.model.corruption |= damaging;
                 self.stats.bump(&format!("fault {}", fault.name()), 1);
                 fault.arm(
                     &self.faulty,
                     &self.network,
                     self.config.request_timeout.is_some(),
                 );
+                if let Fault::CorruptNewest = fault {
+                    self.corrupt_newest().await?;
+                }
                 self.armed = Some(*fault);
                 for op in ops {
                     let done = self.op(op, true).await;
@@ -545,8 +583,7 @@ impl Driver {
                 }
                 self.armed = None;
                 if let Some(following) = self.following.as_mut() {
-                    following.met_corruption |=
-                        matches!(fault, Fault::CorruptRead { n } if *n >= 2);
+                    following.met_corruption |= damaging;
                     following.met_permanent_failure |= matches!(
                         fault,
                         Fault::FailRead {

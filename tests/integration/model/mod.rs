@@ -40,7 +40,8 @@
 //! the fault wrapper armed for the calls of one step: failed creates
 //! (transient or permanent, of objects or of fences), lost create
 //! responses, phantom "already exists" (409, 412), failed reads, corrupted
-//! reads, failed lists, failed deletes, latency, requests that never
+//! reads (a few, or every read of the newest object for the step: damage
+//! each look agrees on), failed lists, failed deletes, latency, requests that never
 //! answer (until `request_timeout`), 503 throttling of every kind, a
 //! long outage (every request fails for seconds of virtual time), durable
 //! voids whose answer is lost (and their read-backs too), and creates that
@@ -761,4 +762,39 @@ fn a_failed_appends_entry_in_a_hole_may_replay_at_the_next_open() {
     for _ in 0..30 {
         must_pass(AckMode::Durable, &settings, &steps);
     }
+}
+
+/// Seed 134 (with the `CorruptNewest` fault), shrunk: a crash, a new
+/// process (epoch 2) whose start object is the log's newest, a dead start
+/// object of epoch 1 planted at its next key, and an opener under
+/// quarantine to which that start object reads damaged. The opener took
+/// the dead object for the log's tip (its link passes over the damaged
+/// key), walked above it and opened; the epoch 2 writer deleted the dead
+/// object at its next key (rule 8), landed an append there and had it
+/// acknowledged, on no chain of the opener's. The open now refuses damage
+/// that the tip links over when its header is unknown or newer.
+#[test]
+fn damage_a_dead_tip_links_over_refuses_the_open() {
+    use steps::{Fault, Letting};
+    let settings = Settings {
+        quarantine: true,
+        ..plain_settings()
+    };
+    let steps = vec![
+        Step::Held {
+            after_landed: false,
+            letting: Letting::InOrder,
+            crash: true,
+            release_second: false,
+            regions: (0, 0),
+        },
+        Step::Faulty {
+            fault: Fault::CorruptNewest,
+            ops: vec![Op::DeadObject {
+                region: 0,
+                then_open: true,
+            }],
+        },
+    ];
+    must_pass(AckMode::Durable, &settings, &steps);
 }

@@ -330,6 +330,11 @@ pub enum Fault {
     },
     /// The next `n` reads of objects return one flipped byte.
     CorruptRead { n: usize },
+    /// Every read of the prefix's newest object, for the step's calls,
+    /// returns one flipped byte: damage every look agrees on (rot at rest
+    /// as this process sees it, or a path that corrupts it each time),
+    /// gone after the step. Under quarantine an open judges it damaged.
+    CorruptNewest,
     /// The next `n` lists fail (transiently).
     FailList { n: usize },
     /// The next `n` deletes fail (transiently).
@@ -372,6 +377,7 @@ impl Fault {
             Fault::PhantomExists { .. } => "phantom exists (409/412)",
             Fault::FailRead { .. } => "failed reads",
             Fault::CorruptRead { .. } => "reads corrupted in transit",
+            Fault::CorruptNewest => "newest object read damaged",
             Fault::FailList { .. } => "failed lists",
             Fault::FailDelete { .. } => "failed deletes",
             Fault::Latency { .. } => "latency",
@@ -414,6 +420,8 @@ impl Fault {
                 f.fail_next(StorageOp::Read, target.key(), n, kind(permanent));
             }
             Fault::CorruptRead { n } => f.corrupt_next_reads("/objects/", n),
+            // Its key is known only from a listing: the driver arms it.
+            Fault::CorruptNewest => {}
             Fault::FailList { n } => {
                 f.fail_next(StorageOp::List, "", n, StorageErrorKind::Transient)
             }
@@ -646,6 +654,7 @@ fn fault() -> impl Strategy<Value = Fault> {
             }
         }),
         (1usize..=2).prop_map(|n| Fault::CorruptRead { n }),
+        Just(Fault::CorruptNewest),
         n.clone().prop_map(|n| Fault::FailList { n }),
         n.prop_map(|n| Fault::FailDelete { n }),
         prop_oneof![Just(1u64), Just(20)].prop_map(|ms| Fault::Latency { ms }),
