@@ -258,6 +258,24 @@ async fn a_catch_up_at_a_kept_void_shows_what_landed_above_a_collected_key() {
     drop(w);
 }
 
+/// Above the kept void `s`: "b" (region 1) at `s+1`, region 1 released,
+/// "c" (region 2), a flush, and `s+1` collected while the void stays.
+async fn released_above_the_void(w: Wal, s: u64, shared: Storage) -> Wal {
+    within(w.append(vec![(1, b("b"))])).await.unwrap();
+    within(w.release_region(1)).await.unwrap();
+    within(w.append(vec![(2, b("c"))])).await.unwrap();
+    within(w.flush()).await.unwrap();
+    until("W collects s+1", || async {
+        !listed(&shared).await.contains(&(s + 1))
+    })
+    .await;
+    assert!(
+        listed(&shared).await.contains(&s),
+        "the void at {s} was collected"
+    );
+    w
+}
+
 /// The kept void, then above it: "b" (region 1) at `s+1`, region 1
 /// released, "c" (region 2), and region 2 obsoleted through nothing: the
 /// release lets collection delete "a", "b" and the release's own object
@@ -265,22 +283,8 @@ async fn a_catch_up_at_a_kept_void_shows_what_landed_above_a_collected_key() {
 /// region 1 (`RegionReleased`) and show "2 c", never "1 b".
 #[tokio::test(start_paused = true)]
 async fn a_follower_at_a_kept_void_ends_a_region_released_above_a_collected_key() {
-    let (mut follower, w, s, shared) = a_follower_at_a_kept_void(|w, s, _a, shared| async move {
-        within(w.append(vec![(1, b("b"))])).await.unwrap();
-        within(w.release_region(1)).await.unwrap();
-        within(w.append(vec![(2, b("c"))])).await.unwrap();
-        within(w.flush()).await.unwrap();
-        until("W collects s+1", || async {
-            !listed(&shared).await.contains(&(s + 1))
-        })
-        .await;
-        assert!(
-            listed(&shared).await.contains(&s),
-            "the void at {s} was collected"
-        );
-        w
-    })
-    .await;
+    let (mut follower, w, s, shared) =
+        a_follower_at_a_kept_void(|w, s, _a, shared| released_above_the_void(w, s, shared)).await;
     let mut got = shown_within_two_checks(&mut follower, 2).await;
     got.sort();
     assert_eq!(
@@ -296,18 +300,8 @@ async fn a_follower_at_a_kept_void_ends_a_region_released_above_a_collected_key(
 #[tokio::test(start_paused = true)]
 async fn a_catch_up_at_a_kept_void_ends_a_region_released_above_a_collected_key() {
     use futures::StreamExt;
-    let (mut follower, w, s, shared) = a_follower_at_a_kept_void(|w, s, _a, shared| async move {
-        within(w.append(vec![(1, b("b"))])).await.unwrap();
-        within(w.release_region(1)).await.unwrap();
-        within(w.append(vec![(2, b("c"))])).await.unwrap();
-        within(w.flush()).await.unwrap();
-        until("W collects s+1", || async {
-            !listed(&shared).await.contains(&(s + 1))
-        })
-        .await;
-        w
-    })
-    .await;
+    let (mut follower, w, s, shared) =
+        a_follower_at_a_kept_void(|w, s, _a, shared| released_above_the_void(w, s, shared)).await;
     let mut got = Vec::new();
     {
         let mut caught_up = follower.catch_up();

@@ -589,18 +589,12 @@ async fn evidence_read_damaged_n_times_in_transit_after_recovery_listed_never_lo
 // 7. A damaged older-epoch object off the chain, header readable.
 // ---------------------------------------------------------------------------
 
-/// Kept-void history (A's run went past `V+1` and collected it; `X` is
-/// intact). An older-epoch object stands far above the run at `q = X+40`
-/// (synthetic: an epoch older than A's, no link, boundary `q`, one mark
-/// record: the kind of late object an older writer's window leaves), and its marks segment
-/// rotted at rest: its header still reads, and says it carries a boundary
-/// past any block below `q`. `B` (Quarantine) must refuse naming `q` (the
-/// rule of the change: judged damage above the block whose header does
-/// not show "does not pass"); moved aside, the next open must fence `A`
-/// and replay "after".
-#[tokio::test(start_paused = true)]
-async fn a_rotted_older_epoch_object_off_the_chain_with_a_passing_header_refuses_until_moved_aside()
-{
+/// Kept-void history under a first process (epoch 1) that stopped, and an
+/// older-epoch object planted far above the run at `q = X+40` (no link,
+/// one mark record; boundary `q` when `past`, else 1), its marks segment
+/// rotted at rest (its header still reads). Returns `A`, the shared store,
+/// `q` and `B`'s fault wrapper.
+async fn a_rotted_older_object_above_the_run(past: bool) -> (Wal, Storage, u64, FaultyStorage) {
     use objwal::format::{self, Header, MarkRecord, Object};
     let shared = Storage::new(MemoryStorage::new());
     // A first process (epoch 1) stops: A gets epoch 2, the planted object 1.
@@ -615,7 +609,7 @@ async fn a_rotted_older_epoch_object_off_the_chain_with_a_passing_header_refuses
             sequence: q,
             epoch: 1,
             link: None,
-            reclaim_boundary: q,
+            reclaim_boundary: if past { q } else { 1 },
         },
         segments: Vec::new(),
         marks: vec![MarkRecord {
@@ -630,6 +624,22 @@ async fn a_rotted_older_epoch_object_off_the_chain_with_a_passing_header_refuses
         .unwrap();
     rot(&shared, q, Rot::FirstSegment).await;
     let fb = FaultyStorage::new(shared.clone());
+    (a, shared, q, fb)
+}
+
+/// Kept-void history (A's run went past `V+1` and collected it; `X` is
+/// intact). An older-epoch object stands far above the run at `q = X+40`
+/// (synthetic: an epoch older than A's, no link, boundary `q`, one mark
+/// record: the kind of late object an older writer's window leaves), and its marks segment
+/// rotted at rest: its header still reads, and says it carries a boundary
+/// past any block below `q`. `B` (Quarantine) must refuse naming `q` (the
+/// rule of the change: judged damage above the block whose header does
+/// not show "does not pass"); moved aside, the next open must fence `A`
+/// and replay "after".
+#[tokio::test(start_paused = true)]
+async fn a_rotted_older_epoch_object_off_the_chain_with_a_passing_header_refuses_until_moved_aside()
+{
+    let (a, shared, q, fb) = a_rotted_older_object_above_the_run(true).await;
     let first = match within(Wal::open(fb.storage(), P, quarantine())).await {
         Err(e) => e.to_string(),
         Ok(_) => panic!(
@@ -673,34 +683,7 @@ async fn a_rotted_older_epoch_object_off_the_chain_with_a_passing_header_refuses
 #[tokio::test(start_paused = true)]
 async fn a_rotted_older_epoch_object_off_the_chain_whose_header_does_not_pass_lets_the_open_fence()
 {
-    use objwal::format::{self, Header, MarkRecord, Object};
-    let shared = Storage::new(MemoryStorage::new());
-    let w0 = within(Wal::open(shared.clone(), P, config()))
-        .await
-        .unwrap();
-    within(w0.stop()).await.unwrap();
-    let (a, _fa, _v, x) = kept_void_history(&shared).await;
-    let q = x + 40;
-    let planted = Object {
-        header: Header {
-            sequence: q,
-            epoch: 1,
-            link: None,
-            reclaim_boundary: 1,
-        },
-        segments: Vec::new(),
-        marks: vec![MarkRecord {
-            region: 1,
-            watermark: 0,
-        }],
-        releases: Vec::new(),
-    };
-    shared
-        .create(&key(q), format::encode(&planted).unwrap())
-        .await
-        .unwrap();
-    rot(&shared, q, Rot::FirstSegment).await;
-    let fb = FaultyStorage::new(shared.clone());
+    let (a, shared, q, fb) = a_rotted_older_object_above_the_run(false).await;
     let bw = match within(Wal::open(fb.storage(), P, quarantine())).await {
         Ok(w) => w,
         Err(e) => panic!(
