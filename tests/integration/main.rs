@@ -6,6 +6,7 @@ mod attack30;
 mod attack32;
 mod attack33;
 mod attack34;
+mod attack35;
 mod blocking;
 mod common;
 mod compatibility_logs;
