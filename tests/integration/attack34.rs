@@ -18,7 +18,7 @@ use objwal::{Config, Error, ObjectStorage, Storage, Wal};
 use crate::attack32::{config, key, listed, replayed, until, P};
 use crate::common::*;
 
-fn quarantine() -> Config {
+pub(crate) fn quarantine() -> Config {
     Config {
         on_damaged_object: DamagePolicy::Quarantine,
         ..config()
@@ -26,7 +26,7 @@ fn quarantine() -> Config {
 }
 
 /// The whole object at `sequence`.
-async fn bytes_of(shared: &Storage, sequence: u64) -> bytes::Bytes {
+pub(crate) async fn bytes_of(shared: &Storage, sequence: u64) -> bytes::Bytes {
     let k = key(sequence);
     let size = shared.read_suffix(&k, 1).await.unwrap().size;
     shared.read(&k, 0..size).await.unwrap()
@@ -34,7 +34,10 @@ async fn bytes_of(shared: &Storage, sequence: u64) -> bytes::Bytes {
 
 /// Where a byte is flipped at rest.
 #[derive(Clone, Copy, Debug)]
-enum Rot {
+pub(crate) enum Rot {
+    /// Byte 20 of the 64-byte header: its CRC fails, but recovery reads the
+    /// header's fields from the trailer's copy and does not notice.
+    Header,
     /// The first byte after the header: the first segment (for a
     /// marks-only object, its marks segment).
     FirstSegment,
@@ -44,10 +47,11 @@ enum Rot {
 
 /// Rewrites the object at `sequence` with one byte flipped (damage at
 /// rest; nobody reads it in between). Returns the intact bytes.
-async fn rot(shared: &Storage, sequence: u64, at: Rot) -> bytes::Bytes {
+pub(crate) async fn rot(shared: &Storage, sequence: u64, at: Rot) -> bytes::Bytes {
     let intact = bytes_of(shared, sequence).await;
     let mut rotted = intact.to_vec();
     let offset = match at {
+        Rot::Header => 20,
         Rot::FirstSegment => 64,
         Rot::Footer => rotted.len() - 81,
     };
@@ -63,7 +67,7 @@ async fn rot(shared: &Storage, sequence: u64, at: Rot) -> bytes::Bytes {
 /// `objwal repair --yes`: the object's bytes go under `quarantine/`, the
 /// original is deleted.
 /// Returns false when the object is gone already (its writer collected it).
-async fn move_aside(shared: &Storage, sequence: u64) -> bool {
+pub(crate) async fn move_aside(shared: &Storage, sequence: u64) -> bool {
     if !listed(shared).await.contains(&sequence) {
         return false;
     }

@@ -7,69 +7,14 @@
 //! rewriting an object's bytes in the shared store (one byte flipped).
 
 use futures::StreamExt;
-use objwal::config::DamagePolicy;
 use objwal::format::{entry_id, sequence_of};
 use objwal::storage::fault::{FaultyStorage, Op};
-use objwal::storage::keys::Prefix;
 use objwal::storage::{MemoryStorage, StorageErrorKind};
-use objwal::wal::damage::quarantine_key;
-use objwal::{Config, Error, ObjectStorage, Storage, Wal, WalReader};
+use objwal::{Error, Storage, Wal, WalReader};
 
 use crate::attack32::{config, key, listed, replayed, until, P};
+use crate::attack34::{move_aside, quarantine, rot, Rot};
 use crate::common::*;
-
-fn quarantine() -> Config {
-    Config {
-        on_damaged_object: DamagePolicy::Quarantine,
-        ..config()
-    }
-}
-
-async fn bytes_of(shared: &Storage, sequence: u64) -> bytes::Bytes {
-    let k = key(sequence);
-    let size = shared.read_suffix(&k, 1).await.unwrap().size;
-    shared.read(&k, 0..size).await.unwrap()
-}
-
-#[derive(Clone, Copy, Debug)]
-enum Rot {
-    /// A byte inside the 64-byte header: its CRC fails.
-    Header,
-    /// The first byte after the header.
-    FirstSegment,
-    /// The last byte before the trailer.
-    Footer,
-}
-
-async fn rot(shared: &Storage, sequence: u64, at: Rot) {
-    let intact = bytes_of(shared, sequence).await;
-    let mut rotted = intact.to_vec();
-    let offset = match at {
-        Rot::Header => 20,
-        Rot::FirstSegment => 64,
-        Rot::Footer => rotted.len() - 81,
-    };
-    rotted[offset] ^= 0xFF;
-    shared.delete(&key(sequence)).await.unwrap();
-    shared
-        .create(&key(sequence), bytes::Bytes::from(rotted))
-        .await
-        .unwrap();
-}
-
-async fn move_aside(shared: &Storage, sequence: u64) -> bool {
-    if !listed(shared).await.contains(&sequence) {
-        return false;
-    }
-    let data = bytes_of(shared, sequence).await;
-    let prefix = Prefix::new(P).unwrap();
-    shared
-        .create(&quarantine_key(&prefix, sequence), data)
-        .await
-        .unwrap();
-    shared.delete(&key(sequence)).await.unwrap();
-    true
-}
 
 async fn reader_replays(shared: &Storage, region: u64) -> Result<Vec<String>, String> {
     let reader = within(WalReader::open(shared.clone(), P, quarantine()))
