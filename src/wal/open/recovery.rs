@@ -603,13 +603,15 @@ pub(crate) fn check_no_newer_damage_under_the_tip(
         None => Ok(()),
         Some((sequence, _)) => Err(Error::recovery(format!(
             "{} is damaged and lies under the log's tip {}, which links over it: it may be a \
-             newer process's object, whose run this open cannot follow; stop any older \
-             process, then move the object aside with `objwal repair`",
+             newer process's object, whose run this open cannot follow; {MOVE_ASIDE}",
             prefix.object_key(*sequence),
             prefix.object_key(tip.sequence)
         ))),
     }
 }
+
+/// What every refusal of damage at the run's end asks the operator to do.
+const MOVE_ASIDE: &str = "stop the older process, then move the object aside with `objwal repair`";
 
 /// Whether an object of an older epoch carries a boundary past `blocked`:
 /// its writer's run went on past that key and collected it.
@@ -623,8 +625,7 @@ fn unknown_past(key: &str, blocked: u64) -> Error {
     Error::recovery(format!(
         "{key} is damaged and lies above key {blocked}, where this open stopped the older \
          writer's run: whether that writer went on past it cannot be told from it, so no start \
-         object is safe while that writer may still run; stop the older process, then move the \
-         object aside with `objwal repair`"
+         object is safe while that writer may still run; {MOVE_ASIDE}"
     ))
 }
 
@@ -789,7 +790,7 @@ fn unknown_run(key: &str) -> Error {
     Error::recovery(format!(
         "{key} is damaged and lies where the log's run goes on: where its writer's next objects \
          go cannot be told from it, so no start object is safe while that writer may still \
-         run; stop the older process, then move the object aside with `objwal repair`"
+         run; {MOVE_ASIDE}"
     ))
 }
 
