@@ -77,7 +77,8 @@ enum Command {
     Tail(tail::TailArgs),
     /// The write path under load: throughput, latency, objects, requests.
     Bench(bench::BenchArgs),
-    /// Moves damaged objects aside under <prefix>/quarantine/ (with --yes).
+    /// Moves damaged objects aside under <prefix>/quarantine/ (with --yes;
+    /// stop every process writing the log first).
     Repair(inspect::repair::RepairArgs),
     /// Restart at scale: bulk replay vs per-region reads, open, pinning.
     BenchReplay(bench_replay::BenchReplayArgs),

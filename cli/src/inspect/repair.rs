@@ -38,7 +38,8 @@ pub struct RepairArgs {
     /// The store URL (file:///path, s3://bucket/root?..., ...).
     url: String,
     /// Move the damaged objects aside (without it: only say what would be
-    /// done).
+    /// done). Stop every process writing the log first: a move says the
+    /// object's writer no longer runs.
     #[arg(long)]
     yes: bool,
     #[command(flatten)]
