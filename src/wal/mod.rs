@@ -278,36 +278,62 @@ impl Wal {
             recovery::check_no_newer_damage_under_the_tip(&catalog, &recovered, &prefix)?;
             // Walk the tip's run to the first key an older writer can
             // never hold, then start above everything it can still create
-            // (K4). An empty listing needs neither: no older writer
+            // (K4). An empty listing needs no walk: no older writer
             // completed its open (its start object would be listed), so
             // none writes data.
-            if recovered.present.is_empty() {
-                break (recovered, catalog, epoch);
-            }
-            let walked = recovery::walk(
+            let walked = if recovered.present.is_empty() {
+                None
+            } else {
+                let walked = recovery::walk(
+                    &storage,
+                    &prefix,
+                    epoch,
+                    &mut catalog,
+                    &mut recovered,
+                    &config,
+                )
+                .await?;
+                Some(walked)
+            };
+            attempts += 1;
+            // The keys after objects moved aside above the block are
+            // blocked too: their writers may still run (rfcs/0006).
+            let blocked = walked.map_or(0, |w| w.blocked);
+            let moved = recovery::block_past_moved_aside(
                 &storage,
                 &prefix,
                 epoch,
-                &mut catalog,
+                blocked,
                 &mut recovered,
                 &config,
             )
             .await?;
-            attempts += 1;
-            let went_past = recovery::run_went_past(
-                &storage,
-                &prefix,
-                epoch,
-                walked.blocked,
-                &recovered.damaged_headers,
-                config.recovery_concurrency,
-            )
-            .await?;
+            let went_past = match (moved, walked) {
+                (None, _) => true,
+                (Some(_), None) => false,
+                (Some(_), Some(_)) => {
+                    recovery::run_went_past(
+                        &storage,
+                        &prefix,
+                        epoch,
+                        blocked,
+                        &recovered.damaged_headers,
+                        config.recovery_concurrency,
+                    )
+                    .await?
+                }
+            };
             if !went_past {
-                // Above this walk's own markers too (a round may land some
-                // past the key that blocks).
-                let first = rules::start_sequence(walked.blocked, listed, epoch)
-                    .max(walked.settled_max + 1);
+                let moved_max = moved.unwrap_or(0);
+                let first = match walked {
+                    None if moved_max == 0 => epoch,
+                    // Above this walk's own markers too (a round may land
+                    // some past the key that blocks), and above everything
+                    // a writer blocked after a moved-aside object can still
+                    // create.
+                    _ => rules::start_sequence(blocked.max(moved_max), listed, epoch)
+                        .max(walked.map_or(0, |w| w.settled_max) + 1),
+                };
                 break (recovered, catalog, first);
             }
             if attempts >= recovery::LISTINGS {

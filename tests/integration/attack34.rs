@@ -85,7 +85,7 @@ pub(crate) async fn move_aside(shared: &Storage, sequence: u64) -> bool {
 /// batch, goes on past it ("b" at `V+1`, obsoleted), lands a marks-only
 /// `X` (boundary past `V+1`) and collects `V+1`. Returns `A`, its wrapper,
 /// `V` and `X`.
-async fn kept_void_history(shared: &Storage) -> (Wal, FaultyStorage, u64, u64) {
+pub(crate) async fn kept_void_history(shared: &Storage) -> (Wal, FaultyStorage, u64, u64) {
     let fa = FaultyStorage::new(shared.clone());
     let a = within(Wal::open(fa.storage(), P, config())).await.unwrap();
     within(a.append(vec![(1, b("a"))])).await.unwrap();

@@ -16,7 +16,7 @@ use crate::attack32::{config, key, listed, replayed, until, P};
 use crate::attack34::{move_aside, quarantine, rot, Rot};
 use crate::common::*;
 
-async fn reader_replays(shared: &Storage, region: u64) -> Result<Vec<String>, String> {
+pub(crate) async fn reader_replays(shared: &Storage, region: u64) -> Result<Vec<String>, String> {
     let reader = within(WalReader::open(shared.clone(), P, quarantine()))
         .await
         .map_err(|e| format!("reader open: {e}"))?;
@@ -221,7 +221,7 @@ async fn a_jump_object_with_a_rotted_header_under_the_tip_keeps_what_follows_it(
 
 /// `A` lands "a" at `s`; a batch "x" fails but its object `V` lands (a
 /// void); "b" lands at `V+1`, linking over `V` to `s`. Returns `A`, `V`.
-async fn void_under_the_tip(shared: &Storage) -> (Wal, u64) {
+pub(crate) async fn void_under_the_tip(shared: &Storage) -> (Wal, u64) {
     let fa = FaultyStorage::new(shared.clone());
     let a = within(Wal::open(fa.storage(), P, config())).await.unwrap();
     within(a.append(vec![(1, b("a"))])).await.unwrap();

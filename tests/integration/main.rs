@@ -7,6 +7,7 @@ mod attack32;
 mod attack33;
 mod attack34;
 mod attack35;
+mod attack36;
 mod blocking;
 mod common;
 mod compatibility_logs;

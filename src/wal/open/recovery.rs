@@ -69,6 +69,11 @@ pub(crate) struct Recovered {
     /// unknown: where its writer goes on cannot be told, so no walk can
     /// start from it (issue 29 item 5c).
     pub(crate) end_unknown: Option<String>,
+    /// The sequences of the objects `objwal repair` moved under
+    /// `quarantine/` (and not back under `objects/`): the open blocks the
+    /// next key of those at or above its walk's block
+    /// ([`block_past_moved_aside`]).
+    pub(crate) moved_aside: BTreeSet<u64>,
 }
 
 /// Lists `prefix` and rebuilds its catalog, failing on a damaged object.
@@ -230,7 +235,9 @@ async fn recover_once(storage: &Storage, prefix: &Prefix, config: &Config) -> Re
             return Err(d.error);
         }
     }
+    let mut moved_aside = BTreeSet::new();
     for (sequence, d) in quarantined(storage, prefix, &intact, &damaged).await? {
+        moved_aside.insert(sequence);
         damaged.insert(sequence, d);
     }
     // Damaged and quarantined objects are there (in some form): not missing.
@@ -240,6 +247,14 @@ async fn recover_once(storage: &Storage, prefix: &Prefix, config: &Config) -> Re
     })?;
     for (sequence, d) in missing {
         damaged.entry(sequence).or_insert(d);
+    }
+    for d in damaged.values().filter(|d| d.records.is_none()) {
+        // Under `Quarantine` the open goes on without them (README, "A
+        // damaged log"): what its marks made obsolete, or its releases
+        // dropped, may replay.
+        tracing::warn!(key = %d.key,
+            "the flush marks and release records of a damaged object cannot be read: any it \
+             held are lost, and the entries they covered may replay");
     }
     let damaged_headers = damaged
         .iter()
@@ -300,6 +315,7 @@ async fn recover_once(storage: &Storage, prefix: &Prefix, config: &Config) -> Re
         end,
         damaged_headers,
         end_unknown,
+        moved_aside,
     })))
 }
 
@@ -580,6 +596,84 @@ pub(crate) async fn run_went_past(
     Ok(true)
 }
 
+/// Blocks the next key of every object the operator moved aside at or
+/// above `blocked`, the key the walk stopped at (rfcs/0006, "An object
+/// moved aside above the block"). Such an object is on no run this open
+/// walked, and what it was may be unknown (its header and the trailer's
+/// copy both damaged): a newer process's start object, say, whose writer
+/// still runs and goes on at its next key, where nothing of this open's
+/// stands (the fourth attack on issue 32: an operator who stopped the
+/// process the refusal named, then moved the object aside, and the other
+/// process acknowledged past it). A settle marker there fences that
+/// writer as the walk's marker fences the walked one; a writer that
+/// already went on past its moved-aside object left an object there,
+/// listed, whose chain recovery follows.
+///
+/// Returns the highest key settled (0: none), or `None` when a key
+/// turned out taken since the listing by an object that is not a settle
+/// marker: its writer went on, and the open recovers again.
+pub(crate) async fn block_past_moved_aside(
+    storage: &Storage,
+    prefix: &Prefix,
+    epoch: u64,
+    blocked: u64,
+    recovered: &mut Recovered,
+    config: &Config,
+) -> Result<Option<u64>, Error> {
+    let keys: Vec<u64> = recovered
+        .moved_aside
+        .range(blocked..)
+        .filter_map(|q| q.checked_add(1))
+        .filter(|k| {
+            *k <= format::MAX_SEQUENCE
+                && !recovered.present.contains(k)
+                && !recovered.moved_aside.contains(k)
+        })
+        .collect();
+    if keys.is_empty() {
+        return Ok(Some(0));
+    }
+    let retry = RetryPolicy::new(config, epoch);
+    let window = TailWindow::default();
+    let (retry, window) = (&retry, &window);
+    let settled: Vec<(u64, Result<AtWalkKey, Error>)> = futures::stream::iter(keys)
+        .map(|key| async move {
+            (
+                key,
+                settle(storage, prefix, epoch, key, retry, window).await,
+            )
+        })
+        .buffer_unordered(config.recovery_concurrency.max(1))
+        .collect()
+        .await;
+    let mut settled_max = 0;
+    let mut again = false;
+    for (key, outcome) in settled {
+        match outcome? {
+            AtWalkKey::Settled => {
+                tracing::info!(
+                    key = %prefix.object_key(key),
+                    "blocked the key after an object moved aside"
+                );
+                recovered.markers.insert(key);
+                settled_max = settled_max.max(key);
+            }
+            AtWalkKey::Found(object) if rules::is_settle_marker(object.tail.header()) => {
+                recovered.markers.insert(key);
+            }
+            AtWalkKey::Found(_) | AtWalkKey::Untried => {
+                tracing::info!(
+                    key = %prefix.object_key(key),
+                    "an object landed after an object moved aside since the listing: \
+                     recovering again"
+                );
+                again = true;
+            }
+        }
+    }
+    Ok((!again).then_some(settled_max))
+}
+
 /// Refuses a chain whose tip links over damage that may be a newer
 /// process's object (rfcs/0006, Lemma 2, "Damage the tip links over"): a
 /// damaged object between the tip and the tip's predecessor whose header
@@ -611,7 +705,8 @@ pub(crate) fn check_no_newer_damage_under_the_tip(
 }
 
 /// What every refusal of damage at the run's end asks the operator to do.
-const MOVE_ASIDE: &str = "stop the older process, then move the object aside with `objwal repair`";
+const MOVE_ASIDE: &str =
+    "stop every process writing the log, then move the object aside with `objwal repair`";
 
 /// Whether an object of an older epoch carries a boundary past `blocked`:
 /// its writer's run went on past that key and collected it.
