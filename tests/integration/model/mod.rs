@@ -798,3 +798,45 @@ fn damage_a_dead_tip_links_over_refuses_the_open() {
     ];
     must_pass(AckMode::Durable, &settings, &steps);
 }
+
+/// Model seed 8652930830632197567 (and seven more in 114), shrunk: a jump
+/// opener's settle marker, past the older run's jump, damaged by hand
+/// under quarantine (its trailer; its header still reads). Its link to
+/// epoch 0 named the key below it (which the jump passed over) a missing
+/// object, and the open then refused that key as damage of unknown epoch
+/// under the tip's link.
+#[test]
+fn a_damaged_settle_marker_names_no_missing_object_below_it() {
+    use steps::{Fault, Letting, Target};
+    let settings = Settings {
+        quarantine: true,
+        ..plain_settings()
+    };
+    let steps = vec![
+        Step::Held {
+            after_landed: false,
+            letting: Letting::InOrder,
+            crash: false,
+            release_second: false,
+            regions: (1, 0),
+        },
+        Step::Faulty {
+            fault: Fault::LoseResponse {
+                target: Target::Objects,
+                n: 1,
+            },
+            ops: vec![
+                Op::JumpOpener {
+                    region: 0,
+                    skip: 1,
+                    held: false,
+                },
+                Op::Damage {
+                    pick: 13,
+                    delete: false,
+                },
+            ],
+        },
+    ];
+    must_pass(AckMode::Durable, &settings, &steps);
+}
