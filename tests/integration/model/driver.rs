@@ -750,7 +750,11 @@ impl Driver {
                 // A follower waiting at the damaged object may fail or
                 // report holes: it is let go.
                 self.following = None;
-                self.damage(*pick, *delete).await
+                self.damage(*pick, *delete, false).await
+            }
+            Op::Repair { pick } => {
+                self.following = None;
+                self.damage(*pick, false, true).await
             }
             Op::Follow { from, held } => self.follow(from, *held, faulty).await,
             Op::CatchUp => self.catch_up(faulty).await,

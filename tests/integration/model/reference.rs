@@ -100,6 +100,9 @@ pub struct Model {
     import_copies: HashMap<Key, (RegionId, Option<u64>)>,
     /// Objects this life's open left out as damaged (holes may name them).
     quarantined: BTreeSet<u64>,
+    /// Objects the operator moved under `quarantine/` (`Op::Repair`): their
+    /// holes are named at every open from then on.
+    pub(super) moved_aside: BTreeSet<u64>,
     /// Regions a release was ever asked for: a follower may end them (a
     /// release that failed may have landed).
     ever_released: BTreeSet<RegionId>,
@@ -128,6 +131,7 @@ impl Model {
             id_floor: HashMap::new(),
             import_copies: HashMap::new(),
             quarantined: BTreeSet::new(),
+            moved_aside: BTreeSet::new(),
             ever_released: BTreeSet::new(),
             followed_only: BTreeSet::new(),
         }
@@ -367,6 +371,11 @@ impl Model {
             .filter_map(|k| self.entries.get(k))
             .map(|e| e.region)
             .collect()
+    }
+
+    /// The operator moved the object of `sequence` aside for good.
+    pub fn moved_aside(&mut self, sequence: u64) {
+        self.moved_aside.insert(sequence);
     }
 
     /// Whether this life's open left damaged objects out (reads under
@@ -659,10 +668,12 @@ impl Model {
         // (issue 30 item 10(b)); its entries were obsolete, so at or below
         // a watermark ever handed in.
         let collected = |h: &Hole| h.last_id <= self.watermark_ever(region);
-        if let Some(h) = holes
-            .iter()
-            .find(|h| !self.corruption && !self.quarantined.contains(&h.sequence) && !collected(h))
-        {
+        if let Some(h) = holes.iter().find(|h| {
+            !self.corruption
+                && !self.quarantined.contains(&h.sequence)
+                && !self.moved_aside.contains(&h.sequence)
+                && !collected(h)
+        }) {
             return Err(format!(
                 "{who}region {region} reports hole {h:?} with no corrupted read"
             ));

@@ -8,7 +8,9 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use futures::StreamExt;
+use objwal::storage::keys::Prefix;
 use objwal::storage::ObjectStorage;
+use objwal::wal::damage::quarantine_key;
 use objwal::{AckMode, Config, DamagePolicy, Entry, Error, Imported, RegionId, Wal, WalReader};
 
 use super::driver::{read_all, read_past_holes, within, Call, Driver, PREFIX};
@@ -623,7 +625,12 @@ impl Driver {
     ///   boundary may have passed the object, whose entries may then be
     ///   missing after the restore;
     /// - under `"fail"` a writer's open fails naming the damaged object.
-    pub(super) async fn damage(&mut self, pick: usize, delete: bool) -> Result<(), String> {
+    pub(super) async fn damage(
+        &mut self,
+        pick: usize,
+        delete: bool,
+        repair: bool,
+    ) -> Result<(), String> {
         self.clear_faults();
         let inner = self.faulty.inner().clone();
         let mut objects: Vec<(u64, String, u64)> = within(
@@ -666,6 +673,26 @@ impl Driver {
                 .is_none_or(|o| !o.segments.is_empty());
             nothing_above &= !holds;
         }
+        // Cut to 40 bytes (an odd `pick` of `Op::Repair`): what the object
+        // was is unknown, the opens before the repair may refuse for
+        // reasons of their own, and the operator goes straight to it. The
+        // newest object only when another holds entries: with no copy of
+        // its header, nothing linking to it and nothing else on a chain,
+        // the open after the move finds no chain and refuses (a dead end
+        // the model found, left open: the issue note).
+        let newest = objects.last().map(|(s, _, _)| *s);
+        let mut others_hold = false;
+        for (_, other, size) in objects.iter().filter(|(s, _, _)| *s != sequence) {
+            let read = within("a read", inner.read(other, 0..*size)).await?;
+            others_hold |= read
+                .ok()
+                .and_then(|b| objwal::format::decode(&b).ok())
+                .is_some_and(|o| !o.segments.is_empty());
+        }
+        let cut = repair
+            && pick % 2 == 1
+            && !carries_records
+            && (newest != Some(sequence) || others_hold);
         if delete {
             within("a delete by hand", inner.delete(&key))
                 .await?
@@ -673,9 +700,15 @@ impl Driver {
             self.stats.bump("objects deleted by hand", 1);
         } else {
             let mut damaged = bytes.to_vec();
-            let at = damaged.len().saturating_sub(1 + pick % 8);
-            if let Some(b) = damaged.get_mut(at) {
-                *b ^= 0xFF;
+            if cut {
+                // Cut to 40 bytes: no copy of its header is left, so what
+                // it was is unknown (the fourth attack on issue 32).
+                damaged.truncate(40);
+            } else {
+                let at = damaged.len().saturating_sub(1 + pick % 8);
+                if let Some(b) = damaged.get_mut(at) {
+                    *b ^= 0xFF;
+                }
             }
             within("a rewrite by hand", async {
                 inner.delete(&key).await?;
@@ -684,6 +717,9 @@ impl Driver {
             .await?
             .map_err(|e| format!("damaging {key} by hand: {e}"))?;
             self.stats.bump("objects damaged by hand", 1);
+        }
+        if cut {
+            return self.repaired(&key, sequence, BTreeSet::new()).await;
         }
         let quarantine = Config {
             on_damaged_object: DamagePolicy::Quarantine,
@@ -694,9 +730,11 @@ impl Driver {
             WalReader::open(self.storage(), PREFIX, quarantine.clone()),
         )
         .await?;
+        let mut unreplayed = BTreeSet::new();
         match opened {
             Ok(reader) => {
-                self.check_damaged_reader(&reader, sequence, delete, nothing_above, &live)
+                unreplayed = self
+                    .check_damaged_reader(&reader, sequence, delete, nothing_above, &live)
                     .await?
             }
             // No complete chain is left without the deleted object: the
@@ -757,6 +795,9 @@ impl Driver {
                 Err(e) => return Err(format!("open after damage to {key} failed without naming it: {e}")),
             }
         }
+        if repair && !carries_records {
+            return self.repaired(&key, sequence, unreplayed).await;
+        }
         // The operator restores the object from a copy.
         within("a restore by hand", async {
             let _ = inner.delete(&key).await;
@@ -766,6 +807,53 @@ impl Driver {
         .map_err(|e| format!("restoring {key}: {e}"))?;
         let wal = self.open(false).await?;
         self.check_restart_allowing(wal, &lost).await
+    }
+
+    /// The operator's repair of the damaged object at `key`: every process
+    /// is stopped (the crash of `damage`), the object moves under
+    /// `quarantine/` for good, and the store opens again; the entries of
+    /// `unreplayed` and of the object may be gone.
+    async fn repaired(
+        &mut self,
+        key: &str,
+        sequence: u64,
+        mut unreplayed: BTreeSet<u64>,
+    ) -> Result<(), String> {
+        let inner = self.faulty.inner().clone();
+        // The operator's repair: every process is stopped (the crash
+        // above), the object moves under `quarantine/` for good.
+        let size = within("a read", inner.read_suffix(key, 1))
+            .await?
+            .map_err(|e| format!("sizing {key} to move it aside: {e}"))?
+            .size;
+        let damaged = within("a read", inner.read(key, 0..size))
+            .await?
+            .map_err(|e| format!("reading {key} to move it aside: {e}"))?;
+        let prefix = Prefix::new(PREFIX).map_err(|e| e.to_string())?;
+        within("a move aside", async {
+            inner
+                .create(&quarantine_key(&prefix, sequence), damaged)
+                .await?;
+            inner.delete(key).await
+        })
+        .await?
+        .map_err(|e| format!("moving {key} aside: {e}"))?;
+        self.stats.bump("objects moved aside", 1);
+        self.model.moved_aside(sequence);
+        let wal = self.open(false).await?;
+        // Whether the open blocked the key after it (rfcs/0006, "An
+        // object moved aside above the block"): a path the counts show.
+        let next = format!("{PREFIX}/objects/{:020}.wal", sequence + 1);
+        if let Ok(Ok(suffix)) = within("a read", inner.read_suffix(&next, 4096)).await {
+            if objwal::format::decode(&suffix.data)
+                .is_ok_and(|o| o.header.link.is_some_and(|l| l.epoch == 0))
+            {
+                self.stats
+                    .bump("keys after a moved-aside object holding a settle marker", 1);
+            }
+        }
+        unreplayed.insert(sequence);
+        self.check_restart_allowing(wal, &unreplayed).await
     }
 
     /// What a reader under quarantine shows after object `sequence` was
@@ -783,7 +871,7 @@ impl Driver {
         delete: bool,
         nothing_above: bool,
         live: &BTreeSet<RegionId>,
-    ) -> Result<(), String> {
+    ) -> Result<BTreeSet<u64>, String> {
         let mut lost: BTreeSet<u64> = reader.unreplayed().iter().map(|u| u.sequence).collect();
         if delete {
             if reader.unreplayed().iter().any(|u| u.broken_at == sequence) {
@@ -831,6 +919,6 @@ impl Driver {
             self.model
                 .observed_after_loss(region, &entries, &holes, &lost)?;
         }
-        Ok(())
+        Ok(lost)
     }
 }
