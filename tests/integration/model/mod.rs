@@ -840,3 +840,53 @@ fn a_damaged_settle_marker_names_no_missing_object_below_it() {
     ];
     must_pass(AckMode::Durable, &settings, &steps);
 }
+
+/// Model seed 5134908157749905687, shrunk: a repair (`Op::Repair`) after
+/// a dead object, concurrent appends and reopens under the default policy.
+#[test]
+fn a_repair_after_reopens_lets_the_store_open() {
+    use steps::{Fault, Letting, Target};
+    let settings = Settings {
+        flush_ms: 100,
+        early_seals: 2,
+        ..plain_settings()
+    };
+    let a = |region| Op::Append {
+        handle: 0,
+        entries: vec![(region, 6)],
+    };
+    let fail_create = |target, ops| Step::Faulty {
+        fault: Fault::FailCreate {
+            target,
+            n: 1,
+            permanent: false,
+        },
+        ops,
+    };
+    let steps = vec![
+        Step::Held {
+            after_landed: true,
+            letting: Letting::InOrder,
+            crash: true,
+            release_second: false,
+            regions: (2, 0),
+        },
+        fail_create(
+            Target::Fences,
+            vec![
+                Op::DeadObject {
+                    region: 0,
+                    then_open: false,
+                },
+                a(1),
+            ],
+        ),
+        Step::Together(vec![a(0), a(0)]),
+        Step::Op(Op::Reopen),
+        Step::Op(a(0)),
+        Step::Op(Op::Reopen),
+        fail_create(Target::Objects, vec![Op::Reopen]),
+        fail_create(Target::Objects, vec![Op::Repair { pick: 15 }]),
+    ];
+    must_pass(AckMode::Durable, &settings, &steps);
+}
