@@ -326,7 +326,12 @@ impl Wal {
             if !went_past {
                 let moved_max = moved.unwrap_or(0);
                 let first = match walked {
-                    None if moved_max == 0 => epoch,
+                    // Nothing anywhere: no older writer completed its open.
+                    // With objects moved aside (a placeholder tip, keys
+                    // listed under quarantine/) the start goes above them,
+                    // as after a walk (the fifth attack on issue 32: a
+                    // start at the epoch's key linked to a higher tip).
+                    None if moved_max == 0 && catalog.tip().is_none() => epoch,
                     // Above this walk's own markers too (a round may land
                     // some past the key that blocks), and above everything
                     // a writer blocked after a moved-aside object can still

@@ -21,7 +21,7 @@ use crate::common::*;
 
 /// Damage whose header recovery cannot know.
 #[derive(Clone, Copy, Debug)]
-enum Unknown {
+pub(crate) enum Unknown {
     /// One byte of the 64-byte header (its sequence field) and one byte of
     /// the trailer's copy (its epoch field) flipped: neither copy decodes.
     HeaderAndTrailer,
@@ -35,7 +35,7 @@ enum Unknown {
 
 /// Rewrites the object at `sequence` damaged as `how`. Returns the intact
 /// bytes.
-async fn damage(shared: &Storage, sequence: u64, how: Unknown) -> bytes::Bytes {
+pub(crate) async fn damage(shared: &Storage, sequence: u64, how: Unknown) -> bytes::Bytes {
     let intact = bytes_of(shared, sequence).await;
     let mut rotted = intact.to_vec();
     match how {
@@ -71,7 +71,7 @@ fn opened_or(r: &Result<Wal, Error>) -> String {
 /// walk lands a settle marker at `T+1`, its start object at `S`. `S` (B's
 /// newest object; B wrote nothing yet) rots so that its header is unknown.
 /// Returns `A`, `B`, `S`.
-async fn newer_start_object_rotted(shared: &Storage, how: Unknown) -> (Wal, Wal, u64) {
+pub(crate) async fn newer_start_object_rotted(shared: &Storage, how: Unknown) -> (Wal, Wal, u64) {
     let fa = FaultyStorage::new(shared.clone());
     let a = within(Wal::open(fa.storage(), P, config())).await.unwrap();
     within(a.append(vec![(1, b("a"))])).await.unwrap();
@@ -602,7 +602,7 @@ async fn an_object_every_read_of_which_fails_transiently_fails_the_open_naming_i
 // ---------------------------------------------------------------------------
 
 /// Releases every create `f` holds until one of `target` is held.
-async fn release_until(f: &FaultyStorage, target: &str) {
+pub(crate) async fn release_until(f: &FaultyStorage, target: &str) {
     within(async {
         loop {
             f.wait_held(1).await;

@@ -8,6 +8,7 @@ mod attack33;
 mod attack34;
 mod attack35;
 mod attack36;
+mod attack37;
 mod blocking;
 mod common;
 mod compatibility_logs;
